@@ -20,12 +20,16 @@ def read_probes(probes: list[Probe], out: dict, host_stats: bool = False) -> tup
     Statistics come from the in-graph rows, or from the raw values for probes marked stats_on_host (and
     for every raw probe with ``host_stats``)."""
     stats, shapes, arrays = {}, {}, {}
-    for p in probes:
+    # per-block summaries (the shape's size, checked by the graph's Reshape), merged for all tensors at once
+    blocked = [k for k, p in enumerate(probes) if p.stats_output and p.stats_block]
+    merged = dict(zip(blocked, TensorStats.from_many_blocks([(out[probes[k].stats_output], probes[k].stats_block)
+                                                             for k in blocked])))
+    for k, p in enumerate(probes):
         name = p.ref.key
         if p.shape_output and p.shape_output in out:
             shapes[name] = tuple(int(d) for d in out[p.shape_output])
-        if p.stats_output and p.stats_block:  # per-block summaries (the shape's size, checked by the graph's Reshape)
-            stats[name] = TensorStats.from_blocks(out[p.stats_output], p.stats_block)
+        if k in merged:
+            stats[name] = merged[k]
         elif p.stats_output and p.stats_sums:  # the row's two computed pieces: count from the shape, no NaN/Inf
             row = np.concatenate([[float(element_count(shapes[name])), 0.0, 0.0],
                                   np.asarray(out[p.stats_output], np.float64).reshape(-1),
