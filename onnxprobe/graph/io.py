@@ -49,12 +49,13 @@ def load_model(path: str | os.PathLike, *, load_external_data: bool = True) -> o
         raise ModelError(
             f"{p}: not a readable ONNX model (protobuf decoding failed: truncated or not ONNX)"
         ) from e
-    check_graph(model, str(p))
-    _protect(p, model)  # before the external data is loaded: that clears the tensors' locations
-    if load_external_data and _has_external_data(model):
+    tensors = list(all_tensors(model))  # one walk for every check of them (3.5 ms a walk on PP-OCRv4 rec)
+    check_graph(model, str(p), tensors)
+    _protect(p, tensors)  # before the external data is loaded: that clears the tensors' locations
+    if load_external_data and any(is_external(t) for t in tensors):
         check_extents(model, p.parent, p)
         try:
-            _load_external(model, p.parent)
+            _load_external(tensors, p.parent)
         except FileNotFoundError as e:
             raise ModelError(
                 f"{p}: external data file missing: {e.filename or e} (keep it beside the model)"
@@ -75,10 +76,11 @@ def ir_notes(model: onnx.ModelProto) -> list[str]:
             "refuses it): read as onnxruntime reads it, as an IR version below 4 (weights are constants no feed overrides)"]
 
 
-def _protect(p: Path, model: onnx.ModelProto) -> None:
-    """The model file and its external data files: never written by this process (``fileio.protect``)."""
+def _protect(p: Path, tensors: list[onnx.TensorProto]) -> None:
+    """The model file and the external data files of its ``tensors`` (``all_tensors``): never written by this
+    process (``fileio.protect``)."""
     protect(p, "an input model")
-    for t in all_tensors(model):
+    for t in tensors:
         loc = location(t) if is_external(t) else ""
         if "\x00" in loc:  # before the path is resolved, which would raise ValueError (extents.source says the same)
             raise ModelError(f"{p}: tensor {t.name!r}: external data location {loc!r} holds a NUL byte")
@@ -158,13 +160,14 @@ def _walk_fields(p: Path, size: int) -> None:
         raise ModelError(f"{p}: not an ONNX model (no graph in the file)")
 
 
-def check_graph(model: onnx.ModelProto, name: str) -> None:
+def check_graph(model: onnx.ModelProto, name: str, tensors: list[onnx.TensorProto] | None = None) -> None:
     """Every check of a model as read, one ModelError naming the first problem (``name``: the file, or
     '<in-memory model>'): a file (``load_model``) and an in-memory ModelProto (``model.check_loaded``) take
     this one function, so that both are refused alike (an in-memory model of no ir_version field was run,
     and a file of it refused). A graph of no node and no output (a missing graph too) is a model, as
     onnx.save writes helper.make_graph([], ...), but nothing to probe: it was called 'not an ONNX model'
-    from a file, and from Python (onnx.ModelProto()) gave an empty result without a word."""
+    from a file, and from Python (onnx.ModelProto()) gave an empty result without a word. ``tensors``: the
+    model's ``all_tensors``, where the caller has them (``load_model``: one walk for its checks too)."""
     if not model.graph.node and not model.graph.output:
         raise ModelError(f"{name}: the model has no nodes and no outputs (nothing to probe)")
     # an ir_version left out onnxruntime refuses ("Missing model IR version"); one given as 0 (or below) it loads,
@@ -194,7 +197,7 @@ def check_graph(model: onnx.ModelProto, name: str) -> None:
         raise ModelError(f"{name}: {unlisted[0]}{more} (onnxruntime refuses it too): a broken model")
     # a weight's dims are sizes: a negative one made inspect count -4 parameters and -16 B of external data,
     # and onnxruntime's error ("Out of bounds dimensions") named neither the tensor nor the file
-    for t in all_tensors(model):
+    for t in all_tensors(model) if tensors is None else tensors:
         if any(d < 0 for d in t.dims):
             raise ModelError(f"{name}: tensor {quote(t.name)} has dimensions {list(t.dims)}: a negative size (a broken model)")
         check_tensor(t, name, raw=False)  # a weight of fewer values than its dims, or of an unknown type
@@ -210,13 +213,13 @@ def missing_body(g: onnx.GraphProto) -> str | None:
     onnxruntime refuses the model (a Loop's unnamed loop-carried output, it dies of SIGSEGV running it).
     None when every one is whole."""
     for n in g.node:
-        graphs = {a.name: a.g for a in n.attribute if a.type == onnx.AttributeProto.GRAPH}
-        if n.domain in ("", "ai.onnx"):
+        if n.op_type in _BODIES and n.domain in ("", "ai.onnx"):  # no other node has a body to miss
+            graphs = {a.name: a.g for a in n.attribute if a.type == onnx.AttributeProto.GRAPH}
             label = quote(n.name or next((o for o in n.output if o), ""))
-            lacking = [b for b in _BODIES.get(n.op_type, ()) if b not in graphs]
+            lacking = [b for b in _BODIES[n.op_type] if b not in graphs]
             if lacking:
                 return f"node {label} ({n.op_type}) has no {lacking[0]}"
-            unnamed = [k for k, o in enumerate(n.output) if not o] if n.op_type in _BODIES else []
+            unnamed = [k for k, o in enumerate(n.output) if not o]
             if unnamed:
                 return f"node {label} ({n.op_type}) leaves its output {unnamed[0]} unnamed (''): none of its outputs is optional"
             # a body takes one value per input of its node (a Scan of opset 8, one less: its sequence_lens);
@@ -226,7 +229,7 @@ def missing_body(g: onnx.GraphProto) -> str | None:
                 return (f"node {label} ({n.op_type}) has {len(n.input)} inputs and its body takes {len(body.input)}: "
                         "one per input of the node")
         for a in n.attribute:
-            for sub in ([a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)):
+            for sub in ((a.g,) if a.type == onnx.AttributeProto.GRAPH else a.graphs):
                 found = missing_body(sub)
                 if found is not None:
                     return found
@@ -261,16 +264,12 @@ def _first_bytes(message) -> tuple[list[str], bytes] | None:
     return None
 
 
-def _has_external_data(model: onnx.ModelProto) -> bool:
-    return any(is_external(t) for t in all_tensors(model))
-
-
-def _load_external(model: onnx.ModelProto, base_dir: Path) -> None:
-    """onnx's ``load_external_data_for_model`` over ``all_tensors``: sparse tensors' values too (onnx's walk
-    skips them), each then marked as held in the model, as onnx marks the others."""
+def _load_external(tensors: list[onnx.TensorProto], base_dir: Path) -> None:
+    """onnx's ``load_external_data_for_model`` over the model's ``all_tensors``: sparse tensors' values too
+    (onnx's walk skips them), each then marked as held in the model, as onnx marks the others."""
     from onnx.external_data_helper import load_external_data_for_tensor
 
-    for t in all_tensors(model):
+    for t in tensors:
         if is_external(t):
             load_external_data_for_tensor(t, str(base_dir))
             t.data_location = onnx.TensorProto.DEFAULT
