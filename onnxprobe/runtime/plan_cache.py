@@ -234,15 +234,28 @@ def strings(x) -> bool:
 def _fits(p: Probe, outputs: set[str]) -> bool:
     """Whether a probe read back from an entry is one ``store`` could have written for its graph: each
     field of its type, each output it names one of the graph's (an edited or damaged entry is a miss, not
-    a KeyError at the run)."""
+    a KeyError at the run). Plain loops, not all() over generators: this runs for every probe of every
+    cache hit (330 on PP-OCRv4 det, where the generators took 3 ms)."""
     r = p.ref
-    names = (p.stats_output, p.stats_sums, p.shape_output, p.raw_output, p.exact_extremes)
-    return (all(v is None or (isinstance(v, str) and v in outputs) for v in names)
-            and isinstance(p.stats_block, int) and not isinstance(p.stats_block, bool) and p.stats_block >= 0
-            and all(isinstance(v, bool) for v in (p.stats_on_host, p.raw_for_stats, p.raw_scalar, r.is_output))
-            and all(isinstance(v, str) for v in (r.name, r.node, r.op_type, r.direction, r.kind, *r.scope))
-            and isinstance(r.index, int) and all(v is None or isinstance(v, str) for v in (r.dtype, r.grad_of))
-            and (r.shape is None or all(d is None or isinstance(d, (int, str)) for d in r.shape)))
+    for v in (p.stats_output, p.stats_sums, p.shape_output, p.raw_output, p.exact_extremes):
+        if v is not None and not (isinstance(v, str) and v in outputs):
+            return False
+    if not isinstance(p.stats_block, int) or isinstance(p.stats_block, bool) or p.stats_block < 0:
+        return False
+    for v in (p.stats_on_host, p.raw_for_stats, p.raw_scalar, r.is_output):
+        if not isinstance(v, bool):
+            return False
+    for v in (r.name, r.node, r.op_type, r.direction, r.kind, *r.scope):
+        if not isinstance(v, str):
+            return False
+    if not isinstance(r.index, int) or not (r.dtype is None or isinstance(r.dtype, str)) \
+            or not (r.grad_of is None or isinstance(r.grad_of, str)):
+        return False
+    if r.shape is not None:
+        for d in r.shape:
+            if d is not None and not isinstance(d, (int, str)):
+                return False
+    return True
 
 
 def store(k: str, model: onnx.ModelProto, probes: list[Probe], warnings: list[str]) -> None:
