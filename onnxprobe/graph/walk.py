@@ -31,6 +31,8 @@ class NodeSite:
     def scope(self) -> tuple[str, ...]:
         # an unnamed parent by its listed name ('If_3'): two unnamed Ifs' branches both read 'If/then_branch',
         # and the second one's tensors were taken for the first's
+        if not self.chain:  # a main-graph node (most of them; selecting asks ~3 times a node)
+            return ()
         names = self.parents or tuple(node_display_name(n) for n, _ in self.chain)
         return tuple(f"{name}/{attr}" for name, (_, attr) in zip(names, self.chain))
 
