@@ -25,9 +25,6 @@ from onnxprobe.runtime.feeds import Feeds
 from onnxprobe.runtime.runners import check_options_type, make_runner
 from onnxprobe.runtime.ray_pool import Executor, RayOptions
 from onnxprobe.runtime.runners.base import GraphRunner
-from onnxprobe.stats.histogram import Histogram
-from onnxprobe.stats.moments import Moments
-from onnxprobe.stats.pooled import merged_shape
 from onnxprobe.stats.tensor_stats import TensorStats
 from onnxprobe.text import clip, controls
 from onnxprobe.types import FeedsFrom, InputSpec, ProbePlan, ProbeResult, RunConfig, RunInfo, TensorRef
@@ -314,6 +311,8 @@ class LayersWorker(BatchWorker):
         if self.shapes:  # the plan of the dataset's first sample, here as on every Ray actor: the same numbers
             r.pin_shapes("dataset", self.shapes)
         res = r.probe(self.refs, fs.values, key="dataset")
+        from onnxprobe.stats.moments import Moments  # a dataset's alone: one run's `layers` does without (4 ms)
+
         moments = {n: Moments.from_stats(st) for n, st in res.stats.items() if st is not None}
         # only tensors that ran hold values: one in an If branch not taken has statistics of no element, as
         # in layers_histograms
@@ -354,6 +353,7 @@ def layers_dataset(model: Model | str | os.PathLike, inputs: str | os.PathLike |
                                   shapes=first_shapes(model, src))
     del first  # on Ray, each actor makes its own
     acc: dict = {"moments": {}, "hists": {}, "notes": [], "first": None, "count": 0, "shapes": {}}
+    from onnxprobe.stats.pooled import merged_shape  # (a dataset's alone, as Moments)
 
     def merge(index: int, label: str, part: LayersPartial) -> None:
         for name, shape in part.shapes.items():  # a dimension the batches disagree on reads None ('?'), a rank: no shape
@@ -389,6 +389,8 @@ def _checked_runner(model: Model, config: RunConfig | None, runtime: str, option
 
 
 def _add_histograms(hists: dict, values: dict[str, np.ndarray]) -> None:
+    from onnxprobe.stats.histogram import Histogram  # (a dataset's alone, as Moments)
+
     for name, value in values.items():
         if value.dtype.kind in "biuf":
             h = Histogram.from_array(value)
