@@ -1,6 +1,7 @@
 """One run of ``layers`` (not a dataset's) imports none of the modules only a dataset's statistics need
 (``stats.moments``, ``stats.histogram``, ``stats.pooled`` and through it ``stats.metrics``: 4-5 ms of a
-command's start, CPU); ``layers_dataset`` imports them when it merges its batches."""
+command's start, CPU); ``layers_dataset`` imports them when it merges its batches. Nor ``fractions`` (with
+``decimal``: 1.4 ms), which only parsing a size (``--max-memory``, ``$ONNXPROBE_CACHE_SIZE``) needs."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import sys
 
 from conftest import sample_path
 
-DATASET_ONLY = ("onnxprobe.stats.moments", "onnxprobe.stats.histogram", "onnxprobe.stats.pooled", "onnxprobe.stats.metrics")
+DATASET_ONLY = ("onnxprobe.stats.moments", "onnxprobe.stats.histogram", "onnxprobe.stats.pooled", "onnxprobe.stats.metrics",
+                "fractions")
 
 SCRIPT = """
 import sys
