@@ -21,10 +21,19 @@ def readable(names: list[str], short: list[str]) -> bool:
     return True
 
 
+def _may_read_at_one(names: list[str]) -> bool:
+    """Whether names shortened to one cell (``shorten_names`` keeps each within its width) may be ``readable``;
+    False only where that is sure: ASCII names of which one is longer than a cell and no path ending in '/'
+    (it then comes back cut, and a cut of one cell ends in no '/' and its last part). Shortening a column of
+    180 names to one cell (each then clashes with every other, and is told apart by its own cut) took 2 ms."""
+    return not all(n.isascii() for n in names) or all(len(n) <= 1 or (n.count("/") >= 2 and n.endswith("/"))
+                                                     for n in names)
+
+
 def readable_width(names: list[str], need: int) -> int:
     """The narrowest width at which a name column stays ``readable`` (its need when none is)."""
     lo, hi = 1, need
-    if not names or readable(names, shorten_names(names, 1)):
+    if not names or (_may_read_at_one(names) and readable(names, shorten_names(names, 1))):
         return min(need, 1)
     # no narrower width can be readable: a name shown whole needs its length, a path shortened needs its
     # last part after "…/", and a name that is no path cannot be shortened (fewer shortenings to try)
