@@ -214,8 +214,9 @@ def test_metrics_agree_with_numpy(qdir, fuse):
         assert m.max_abs == pytest.approx(d.max(), rel=1e-9, abs=1e-12)
         assert m.mean_abs == pytest.approx(d.mean(), rel=rel, abs=1e-12)
         assert m.rmse == pytest.approx(np.sqrt((d ** 2).mean()), rel=rel, abs=1e-12)
-        rel = (d / np.maximum(np.abs(vb), 1e-45)).max()  # float32 tensors: its smallest subnormal, inf past its range
-        assert m.max_rel == (np.inf if rel > np.finfo(np.float32).max else pytest.approx(rel, rel=1e-6))
+        # (its own name: reusing ``rel`` once left the cosine, SQNR and every later pair's checks at rel = max_rel)
+        max_rel = (d / np.maximum(np.abs(vb), 1e-45)).max()  # float32 tensors: its smallest subnormal, inf past its range
+        assert m.max_rel == (np.inf if max_rel > np.finfo(np.float32).max else pytest.approx(max_rel, rel=1e-6))
         cos = (va * vb).sum() / np.sqrt((va ** 2).sum() * (vb ** 2).sum())
         assert m.cosine == pytest.approx(cos, rel=rel)
         assert m.sqnr_db == pytest.approx(10 * np.log10((vb ** 2).sum() / (d ** 2).sum()), rel=rel)
