@@ -264,7 +264,7 @@ def test_batches_of_varying_shapes_each_get_statistics_that_fit_them(tmp_path):
     for name, v in (("y", np.maximum(x, 0)), ("z", -np.maximum(x, 0))):
         assert got[name]["count"] == v.size
         assert got[name]["mean"] == pytest.approx(v.mean(), rel=1e-6)
-        assert got[name]["std"] == pytest.approx(v.std(), rel=1e-5)
+        assert got[name]["std"] == pytest.approx(v.std(), rel=1e-6)  # within about 1e-7 (README)
 
 
 def test_histograms_leave_out_the_batches_where_a_tensor_did_not_run(tmp_path):

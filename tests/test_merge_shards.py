@@ -341,7 +341,7 @@ def test_a_shard_of_empty_batches_beside_one_with_an_empty_batch_merges(tmp_path
         v = np.concatenate([np.asarray(g[t["name"]], np.float64).ravel() for g in got])
         assert t["count"] == v.size
         assert t["mean"] == pytest.approx(v.mean(), rel=1e-5, abs=1e-6 * np.abs(v).max())
-        assert t["std"] == pytest.approx(v.std(), rel=1e-5)
+        assert t["std"] == pytest.approx(v.std(), rel=1e-6)  # within about 1e-7 of numpy float64 (README)
         assert (t["min"], t["max"]) == pytest.approx((v.min(), v.max()), rel=1e-6)
     shutil.copy(tmp_path / "w1.json", tmp_path / "w1copy.json")  # the same empty shard twice: its batches would count twice
     assert "same samples" in _refused(tmp_path / "w1.json", tmp_path / "w1copy.json")
