@@ -7,6 +7,8 @@ float64 gradients on the feeds the diff ran; an extra input that IS read is stil
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import onnx
 import pytest
@@ -107,10 +109,12 @@ def test_an_extra_input_that_is_read_is_refused(tmp_path, args):
         assert r.exit_code == 2 and "the models take different inputs" in r.output and "'u'" in r.output, r.output
 
 
-SQUEEZENET = "/work/models/onnx-light/light_squeezenet.onnx"
+# a real third-party model, from the folder ../shared/models/fetch_models.sh fills (as tests/test_real_models.py)
+SQUEEZENET = os.path.join(os.environ.get("ONNXPROBE_MODELS", ""), "onnx-light", "light_squeezenet.onnx")
 
 
-@pytest.mark.skipif(not __import__("os").path.exists(SQUEEZENET), reason="the zoo model is not here")
+@pytest.mark.skipif(not os.environ.get("ONNXPROBE_MODELS") or not os.path.exists(SQUEEZENET),
+                    reason="real models not fetched: run ../shared/models/fetch_models.sh DIR and set ONNXPROBE_MODELS=DIR")
 @pytest.mark.parametrize("args", [[], ["--separate-runs"], ["--grad", "--loss", "mse", "--target", "TARGET"]])
 def test_squeezenet_against_its_optimized_copy(tmp_path, args):
     """The IR-3 copy onnxruntime writes (17 '..._SHAPE' inputs nothing reads): every pair compared, as A."""
