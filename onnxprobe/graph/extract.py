@@ -6,7 +6,9 @@ weights: initializers, Constant nodes and what is computed from them alone), in 
 with their names, attributes and subgraphs unchanged, the initializers they use (external ones stay
 external: the writer copies their bytes), the value_info of the tensors they keep, the original IR
 version, opsets, functions and metadata, plus ``onnxprobe.extracted`` in the metadata. Its inputs and
-outputs carry ``types[name]``.
+outputs carry ``types[name]``. A kept node that also writes a cut input (one Split output cut at, another
+computed) writes it under a fresh name (``NAME.cut``, read by nothing): the input is what the cut reads, and a
+tensor both fed and written is one onnx's checker and onnxruntime refuse.
 
 ``cut(model, inputs, outputs)`` checks the request first and raises a one-line UsageError for unknown
 names (with close matches, or the body a name lives in), for an output computed before an input (the two
@@ -30,7 +32,7 @@ from dataclasses import dataclass, field
 import onnx
 
 from onnxprobe.errors import LIST_NODES, CutLeaks, NothingToCut, UsageError, hinted_setting_error, setting_error, settings_error
-from onnxprobe.graph.builder import single_opsets
+from onnxprobe.graph.builder import all_names, fresh_name, single_opsets
 from onnxprobe.graph.mark import prune_record
 from onnxprobe.graph.walk import constant_tensors, implicit_inputs, walk
 from onnxprobe.text import some
@@ -298,7 +300,7 @@ def _from_value(names: list[str]) -> str:
 
 def extract(model: onnx.ModelProto, c: Cut, types: dict[str, onnx.TypeProto]) -> onnx.ModelProto:
     g = model.graph
-    nodes = [g.node[i] for i in c.nodes]
+    nodes = _unwrite_inputs(model, [g.node[i] for i in c.nodes], set(c.inputs))
     kept: set[str] = set(c.inputs) | set(c.outputs)
     for n in nodes:
         kept.update(node_inputs(n))
@@ -331,6 +333,22 @@ def extract(model: onnx.ModelProto, c: Cut, types: dict[str, onnx.TypeProto]) ->
     out.metadata_props.extend(p for p in model.metadata_props if p.key != METADATA_KEY)
     out.metadata_props.add(key=METADATA_KEY, value=json.dumps({"inputs": c.inputs, "outputs": c.outputs}))
     prune_record(out)  # a marked model's list of added outputs, for those the cut keeps
+    return out
+
+
+def _unwrite_inputs(model: onnx.ModelProto, nodes: list[onnx.NodeProto], inputs: set[str]) -> list[onnx.NodeProto]:
+    """``nodes``, where one writes a cut input (the cut needs it for another output), a copy writing that
+    output under a fresh name instead, which nothing reads."""
+    names = None
+    out = []
+    for n in nodes:
+        if any(o in inputs for o in n.output):
+            names = all_names(model) if names is None else names
+            n = onnx.NodeProto.FromString(n.SerializeToString())
+            for k, o in enumerate(n.output):
+                if o in inputs:
+                    n.output[k] = fresh_name(names, f"{o}.cut")
+        out.append(n)
     return out
 
 
