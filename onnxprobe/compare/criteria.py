@@ -15,6 +15,7 @@ from onnxprobe.compare.measure import FLOATS
 from onnxprobe.compare.sides import Side
 from onnxprobe.errors import UsageError
 from onnxprobe.graph.constants import constants
+from onnxprobe.graph.select import Selection, select
 from onnxprobe.graph.walk import unread_extras
 from onnxprobe.runtime.feeds import model_inputs
 from onnxprobe.stats.metrics import Tolerance
@@ -153,6 +154,23 @@ def unread_note(a: onnx.ModelProto, b: onnx.ModelProto) -> list[str]:
     """The note on ``unread_extras``, once for each model that has them."""
     return [f"{k} declares {len(u)} input{'s' if len(u) > 1 else ''} no node reads ({some(u, form=quote)}): fed zeros"
             for k, u in zip("AB", unread_extras(a, b)) if u]
+
+
+def stored_weights_note(models: list[tuple[onnx.ModelProto, Selection]]) -> list[str]:
+    """With --include-constants, the stored weights (initializers, a body's too) the selection takes in each
+    (model, its selection) that diff does not compare themselves: ``match.observe`` observes what nodes
+    compute (from weights alone too, with the flag) and a weight given as a graph output, not a stored one,
+    which enters only through what nodes compute from it (the README's ``--include-constants``)."""
+    if not any(sel.include_constants for _, sel in models):
+        return []
+    left = list(dict.fromkeys(r.name for m, sel in models if sel.include_constants for r in select(m, sel, strict=False)
+                              if r.kind == "initializer" and not r.is_output))
+    if not left:
+        return []
+    s = "s" if len(left) > 1 else ""
+    return [f"--include-constants: {len(left)} stored weight{s} ({some(left, form=quote)}) not compared "
+            f"as such, only through the tensors nodes compute from {'them' if s else 'it'}: diff compares a "
+            f"Constant's value, what nodes compute from weights alone, and a weight given as a graph output"]
 
 
 def check_feed_shapes(shapes: dict[str, tuple], models: dict[str, onnx.ModelProto]) -> None:
