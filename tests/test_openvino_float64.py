@@ -62,3 +62,48 @@ def test_a_virtual_device_running_on_the_cpu_says_it_too(device):
     res = api.layers(f64_model(16), api.Selection(all=True), inputs={"x": x}, runtime="openvino",
                      config=api.RunConfig(device=device))
     assert any(NOTE in note for note in res.notes), res.notes
+
+
+SATURATES = "saturates"
+
+
+def _cast_model(path) -> str:
+    """float32 x cast to float64, then squared: an infinity of x is one of the float64 tensors."""
+    import onnx
+
+    onnx.save(make_model([helper.make_node("Cast", ["x"], ["d"], name="cast", to=TensorProto.DOUBLE),
+                          helper.make_node("Mul", ["d", "d"], ["y"], name="sq")],
+                         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                         [helper.make_tensor_value_info("y", TensorProto.DOUBLE, [4])]), str(path))
+    return str(path)
+
+
+def _diff_notes(tmp_path, x: np.ndarray, flags: list[str]) -> tuple[int, list[str]]:
+    np.save(tmp_path / "x.npy", x)
+    out = tmp_path / "d.json"
+    r = CliRunner().invoke(app, ["diff", _cast_model(tmp_path / "m.onnx"), *flags, "--all",
+                                 "--input", f"x={tmp_path / 'x.npy'}", "--json", str(out)])
+    assert r.exit_code in (0, 1), r.output
+    return r.exit_code, json.loads(out.read_text())["notes"]
+
+
+@pytest.mark.parametrize("flags", [["--runtime", "openvino", "--vs-runtime", "ort"], ["--vs-runtime", "openvino"]])
+def test_an_infinity_openvino_casts_to_float64_is_said_to_saturate(tmp_path, flags):
+    """OpenVINO computes float64 in float32 and saturates: Cast(+-inf) to float64 gives +-3.4e38, finite, where
+    onnx.reference (the oracle) gives +-inf; the diff's NaN/Inf mismatch is explained by the float64 note."""
+    from onnx.reference import ReferenceEvaluator
+
+    x = np.float32([1, -np.inf, np.inf, 2])
+    want = ReferenceEvaluator(_cast_model(tmp_path / "ref.onnx")).run(None, {"x": x})[0]
+    assert np.isinf(want).any()  # the oracle's side holds infinities
+    code, notes = _diff_notes(tmp_path, x, flags)
+    assert code == 1  # the mismatch fails, as it should
+    said = [n for n in notes if NOTE in n]
+    assert len(said) == 1 and SATURATES in said[0] and "3.4e+38" in said[0], notes
+
+
+def test_finite_float64_values_get_the_plain_note(tmp_path):
+    """The same model on finite inputs: the float64 note, without the saturation (no noise)."""
+    code, notes = _diff_notes(tmp_path, np.float32([1, -3, 3, 2]), ["--vs-runtime", "openvino"])
+    said = [n for n in notes if NOTE in n]
+    assert len(said) == 1 and SATURATES not in said[0], notes

@@ -268,7 +268,22 @@ def _measure(plan: DiffPlan, k: int, values_a: dict, values_b: dict, sample: int
         return Measured(problem=(sample, list(sa), list(sb)))
     if k in plan.unordered:  # an order the spec leaves open: the two multisets along that axis are compared
         va, vb = in_order(va, plan.unordered[k]), in_order(vb, plan.unordered[k])
-    return Measured(sums_of(va, vb, plan.rtol_of(p), sample, tolerance=plan.tolerance_of(p)))
+    sums = sums_of(va, vb, plan.rtol_of(p), sample, tolerance=plan.tolerance_of(p))
+    if sums.mismatch:
+        _infinities_lost(plan, va, vb)
+    return Measured(sums)
+
+
+def _infinities_lost(plan: DiffPlan, va, vb) -> None:
+    """A side that computes float64 in float32 (``Runner.float64_in_float32``) is told where one of its float64
+    tensors is finite at a position the other side holds +-inf: float32 saturated there, which its note says
+    (a NaN/Inf mismatch it explains); a float64 model with no such position gets no word more."""
+    for side, mine, other in ((plan.a, va, vb), (plan.b, vb, va)):
+        if not side.runner.float64_in_float32 or hasattr(mine, "element_type") or np.asarray(mine).dtype != np.float64:
+            continue
+        other = other.numpy() if hasattr(other, "element_type") else np.asarray(other)
+        if other.dtype.kind == "f" and (np.isinf(other) & np.isfinite(mine)).any():
+            side.runner.infinities_lost()
 
 
 def _introduced(plan: DiffPlan, part: dict[int, Measured], values_a: dict, feeds, sample: int, key=None) -> None:

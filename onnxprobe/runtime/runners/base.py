@@ -42,6 +42,7 @@ class Runner(ABC):
     kind: ClassVar[str] = "runner"
     runs_graphs: ClassVar[bool] = False  # can run other ONNX graphs built from the model (GraphRunner)
     takes_feeds: ClassVar[bool] = True  # runs on the model's inputs (saved activations do not)
+    float64_in_float32: bool = False  # computes float64 tensors in float32 (OpenVINO's CPU plugin), once a run showed it
 
     def __init__(self, model: onnx.ModelProto, config: RunConfig | None = None, label: str = ""):
         self.model = model
@@ -79,6 +80,11 @@ class Runner(ABC):
         """Add ``text`` to the runner's notes, once (a runner's later runs find the same things)."""
         if text not in self.notes:
             self.notes.append(text)
+
+    def infinities_lost(self) -> None:
+        """Told by ``diff`` where a float64 tensor of this runtime is finite at a position the other side holds
+        an infinity: a runtime that computes float64 in float32 (``float64_in_float32``) says why in its note.
+        Nothing by default."""
 
     def check_outputs(self, probes: list[Probe], model: onnx.ModelProto, feeds: dict, got: dict) -> None:
         """Where exposing tensors can change what the runtime computes (its reduced-precision rounding moves

@@ -152,6 +152,7 @@ class OpenVinoRunner(HostStatsRunner):
         self.device = resolve_device(self.config.device, settings.device)
         self.settings = settings
         self.options = dict(options or {})
+        self._saturated = False  # a diff found a float64 tensor finite where the other side is +-inf (infinities_lost)
         self.worker = WorkerProcess()
         self._loaded: dict = {}  # our key -> (worker generation, its names, its inputs' names)
         self._read_error: str | None = None  # the model as it is cannot be read: inputs get the feeds' shapes
@@ -312,8 +313,26 @@ class OpenVinoRunner(HostStatsRunner):
                       "rounding between the ops it fuses: float16 tensors can hold values the model's float16 arithmetic "
                       "would not give (onnx.reference rounds after every op)")
         if reply.get("float64") and on_cpu:  # measured: [1e8, 1, -1e8] sums to 0
-            self.note("OpenVINO's CPU plugin computes float64 tensors in float32: float64 values keep only float32's "
-                      "24-bit precision (1e8 + 1 gives 1e8), and so do their statistics")
+            self.float64_in_float32 = True
+            self.note(self._float64_note())
+
+    def _float64_note(self) -> str:
+        text = ("OpenVINO's CPU plugin computes float64 tensors in float32: float64 values keep only float32's "
+                "24-bit precision (1e8 + 1 gives 1e8), and so do their statistics")
+        if not self._saturated:
+            return text
+        return (text + "; and float32 saturates there: an infinity it casts to float64 (or computes in it) comes back "
+                f"as +-{np.finfo(np.float32).max:.1e}, finite, where the other side holds +-inf (the NaN/Inf mismatch)")
+
+    def infinities_lost(self) -> None:
+        """A float64 tensor of this runner finite where the other side of a diff holds an infinity: its float64
+        note says float32 saturates (measured: Cast(+-inf) to float64 gives +-3.4e38), in place of the plain one."""
+        if not self.float64_in_float32 or self._saturated:
+            return
+        plain = self._float64_note()
+        self._saturated = True
+        self.notes[:] = [self._float64_note() if n == plain else n for n in self.notes]
+        self.note(self._float64_note())
 
 
 def _dead_ends(model: onnx.ModelProto) -> set[str]:
