@@ -29,6 +29,12 @@ class UsageError(OnnxProbeError):
     exit_code = 2
 
 
+class WriteFailed(UsageError):
+    """A file could not be written after its checks passed (a folder that takes no new file, a full disk): the
+    message names the file first ("PATH: cannot write it (...); nothing written"). A type to catch (the debugger
+    leads it with its command: ``session.commands.table.writing``), not a message to reword."""
+
+
 class ModelError(OnnxProbeError):
     """The model file cannot be read or is not valid ONNX. Exit code 1."""
 

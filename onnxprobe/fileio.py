@@ -254,7 +254,7 @@ def write_file(path: str | os.PathLike, write: Callable[[BinaryIO], None]) -> No
     its position after the header, which a pipe refuses, and the header alone had gone out."""
     import io
 
-    from onnxprobe.errors import UsageError
+    from onnxprobe.errors import WriteFailed
 
     try:
         with atomic_output(path) as tmp:
@@ -266,4 +266,4 @@ def write_file(path: str | os.PathLike, write: Callable[[BinaryIO], None]) -> No
                     write(buf)
                     f.write(buf.getbuffer())
     except OSError as e:
-        raise UsageError(f"{path}: cannot write it ({e.strerror or e}); nothing written") from None
+        raise WriteFailed(f"{path}: cannot write it ({e.strerror or e}); nothing written") from None

@@ -18,7 +18,7 @@ import zipfile
 
 import numpy as np
 
-from onnxprobe.errors import UsageError
+from onnxprobe.errors import UsageError, WriteFailed
 from onnxprobe.fileio import atomic_output
 
 NAMES_ENTRY = "onnxprobe.names"
@@ -119,7 +119,7 @@ class NpzWriter:
             else:
                 self.zf = zipfile.ZipFile(self.tmp, "w", compression=zipfile.ZIP_STORED, allowZip64=True)
         except OSError as e:
-            raise UsageError(f"{path}: cannot write it ({e.strerror or e}); nothing written") from None
+            raise WriteFailed(f"{path}: cannot write it ({e.strerror or e}); nothing written") from None
         self.names: dict[str, str] = {}  # tensor name -> entry
         if source is not None:
             self.zf.comment = SOURCE_PREFIX + source.encode("ascii")
@@ -135,7 +135,7 @@ class NpzWriter:
             with self.zf.open(entry + ".npy", "w", force_zip64=True) as f:
                 np.lib.format.write_array(f, _no_objects(np.asanyarray(array), name, self.path), allow_pickle=False)
         except OSError as e:
-            raise UsageError(f"{self.path}: cannot write it ({e.strerror or e}); nothing written") from None
+            raise WriteFailed(f"{self.path}: cannot write it ({e.strerror or e}); nothing written") from None
 
     def add_all(self, arrays: dict[str, np.ndarray]) -> None:
         for name, array in arrays.items():
@@ -153,7 +153,7 @@ class NpzWriter:
             self._out.__exit__(None, None, None)
         except OSError as e:
             self.abort()
-            raise UsageError(f"{self.path}: cannot write it ({e.strerror or e}); nothing written") from None
+            raise WriteFailed(f"{self.path}: cannot write it ({e.strerror or e}); nothing written") from None
 
     def abort(self) -> None:
         try:

@@ -100,7 +100,7 @@ def cmd_diff(env: Env, args: list[str]):
     sort = pop_option(args, "--sort") or "topo"
     metric, min_sqnr, min_cosine = (pop_option(args, f) for f in ("--metric", "--min-sqnr", "--min-cosine"))
     base, per, _ = api.tolerances_from_flags(metric, pop_all(args, "--atol"), pop_all(args, "--rtol"), min_sqnr, min_cosine)
-    json_path, view = pop_json_view(env, args, COLUMNS + list(JUDGED_COLUMNS.values()) + [PROBLEM])  # as diff's
+    json_path, view = pop_json_view(env, "diff", args, COLUMNS + list(JUDGED_COLUMNS.values()) + [PROBLEM])  # as diff's
     res = _diff_result(env, parse_selection(args), criteria=(base, per))
     order = api.sort_results(res.results, sort)
     notes = [Text(f"note: {cli_words(n)}", style="dim") for n in dict.fromkeys(res.notes)]
@@ -111,7 +111,7 @@ def cmd_diff(env: Env, args: list[str]):
     # its criterion and verdict in the command line's words (errors.said), as its --json's
     # --columns may ask for a metric no pair is judged by (rmse...), as on the command line
     shown = diff_renderables(in_cli_words(diff_dict(res, order)), env.width, asked=tuple(view["columns"] or ()))
-    return with_json(lambda: diff_dict(res, order), json_path, shown + notes, view)
+    return with_json("diff", lambda: diff_dict(res, order), json_path, shown + notes, view)
 
 
 @command("match", "match TENSOR", "which tensor of the other model matches TENSOR, by which strategy and why", "two models and gradients",

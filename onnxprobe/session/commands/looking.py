@@ -15,8 +15,8 @@ from onnxprobe.report.format import plural, safe, shape as fmt_shape
 from onnxprobe.session import render
 from onnxprobe.session.parse import format_slice, parse_selection, parse_slice, pop_all, pop_option
 from onnxprobe.session.commands.table import (
-    Env, bad, command, completing, layers_rows, layers_view, no_more, parse_int, pop_json_view, resolve_tensor, tag, target_of,
-    with_json,
+    Env, bad, check_file, command, completing, layers_rows, layers_view, no_more, parse_int, pop_json_view, resolve_tensor, tag,
+    target_of, with_json, writing,
 )
 from onnxprobe.text import clean, duration, human_bytes
 
@@ -76,7 +76,7 @@ def cmd_stats(env: Env, args: list[str]):
     from onnxprobe.report.console import phrased
     from onnxprobe.report.layers import COLUMNS, layers_report, layers_table
 
-    json_path, view = pop_json_view(env, args, COLUMNS)
+    json_path, view = pop_json_view(env, "stats", args, COLUMNS)
     t = target_of(env, args)
     st = env.state
     if args:
@@ -97,7 +97,7 @@ def cmd_stats(env: Env, args: list[str]):
         return layers_report(layers_rows(t, names), {n: r.shapes[n] for n in names if n in r.shapes}, info,
                              t.model.source, list(dict.fromkeys(r.notes + list(t.model.warnings))))
 
-    return with_json(report, json_path, [table, phrased(footer, env.width)], view)  # broken between phrases, as on the command line
+    return with_json("stats", report, json_path, [table, phrased(footer, env.width)], view)  # broken between phrases, as on the command line
 
 
 @command("show", "show TENSOR [SLICE] [--bins N] [--log] [--full] [--model a|b]",
@@ -176,7 +176,6 @@ def cmd_save(env: Env, args: list[str]):
     of the probes' statistics (`stats`) of the model; its line says which. Its --columns, as `--html` with
     `--columns`: the page keeps every column and adds those asked for that the table shows only when asked.
     Examples: `save conv1_out c.npy`, `save all acts.npz`, `save html report.html --columns tensor,rmse,problem`."""
-    from onnxprobe.report import io as report_io
     from onnxprobe.report.table import column_keys
 
     chosen = "--model" in args or "-m" in args
@@ -186,13 +185,13 @@ def cmd_save(env: Env, args: list[str]):
     if len(args) != 2:
         raise bad("save", "give what to save and a file")
     what, path = args
-    for m in env.state.targets.values():
-        report_io.check_writable(path, m.model.source)
+    check_file(env, "save", path)
     suffix = Path(path).suffix.lower()
     if what == "html" and (suffix in (".html", ".htm") or "html" not in t.index.refs):
         from onnxprobe.session.commands.pictures import save_html
 
-        return save_html(env, t, path, diff=not chosen, columns=columns)
+        with writing("save"):
+            return save_html(env, t, path, diff=not chosen, columns=columns)
     if columns:
         raise bad("save", "--columns is for the HTML report (save html FILE --columns a,b)")
     if what == "all":
@@ -208,17 +207,20 @@ def cmd_save(env: Env, args: list[str]):
                 yield part
                 del part
 
-        api.save_npz(runs(), path)
+        with writing("save"):
+            api.save_npz(runs(), path)
         left = len(names) - saved["tensors"]
         idle = f"; {left} that did not run on these inputs (If branches not taken) left out" if left else ""
         return f"saved {plural(saved['tensors'], 'tensor')} ({human_bytes(saved['bytes'])}) to {path}{idle}"
     name, _ = resolve_tensor(t, what)
     value = env.state.ensure_values(t, [name])[name]
     if suffix == ".npz":
-        api.save_npz({name: value}, path)
+        with writing("save"):
+            api.save_npz({name: value}, path)
     elif suffix in (".npy", ""):
         path = path if suffix or (Path(path).exists() and not Path(path).is_file()) else path + ".npy"
-        write_file(path, lambda f: np.save(f, value, allow_pickle=False))
+        with writing("save"):
+            write_file(path, lambda f: np.save(f, value, allow_pickle=False))
     elif suffix == ".pb":
         from onnx import numpy_helper
 
@@ -227,7 +229,8 @@ def cmd_save(env: Env, args: list[str]):
 
             value = value.astype(bfloat16)
         data = numpy_helper.from_array(value, name).SerializeToString()
-        write_file(path, lambda f: f.write(data))
+        with writing("save"):
+            write_file(path, lambda f: f.write(data))
     else:
         raise bad("save", f"unknown file type {suffix!r}; use .npy, .npz or .pb")
     widened = t.index.refs[name].dtype == "bfloat16" and value.dtype == np.float32

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import re
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Callable
@@ -12,7 +13,7 @@ from typing import Callable
 from rich.text import Text
 
 from onnxprobe import api
-from onnxprobe.errors import GLOB_QUOTES, LIST_NODES, LIST_OPS, UsageError, command_line_words, speaking
+from onnxprobe.errors import GLOB_QUOTES, LIST_NODES, LIST_OPS, UsageError, WriteFailed, command_line_words, speaking
 from onnxprobe.report.format import safe
 from onnxprobe.report.table import Verbatim
 from onnxprobe.session import render
@@ -151,31 +152,52 @@ def pop_view(args: list[str], columns: list | None = None) -> dict:
     return {"wide": wide, "columns": keys, "fmt": fmt}
 
 
-def pop_json_view(env: Env, args: list[str], columns: list | None = None) -> tuple[str | None, dict]:
-    """--json FILE|- and the view (``pop_view``) of a command whose report is also JSON, as on the command line:
-    the whole report to FILE, or to stdout instead of the table (`-`), refused beside what it would silence
-    (``check_json_stdout``) and over a loaded model (``check_writable``). Returns (the path or None, the view)."""
+def check_file(env: Env, cmd: str, path: str, flag: str = "") -> None:
+    """A file command ``cmd`` writes (its ``flag``'s: ``--json``), checked before any work and over every loaded
+    model (``check_writable``); a bad one said in the line the command line gives a flag's ("--json PATH: why"),
+    led by the command: "save: PATH: why", "stats: --json PATH: why"."""
     from onnxprobe.report.io import check_writable
+
+    for t in env.state.targets.values():
+        check_writable(path, t.model.source, flag=f"{cmd}: {flag}" if flag else f"{cmd}:")
+
+
+@contextmanager
+def writing(cmd: str, flag: str = ""):
+    """A write of command ``cmd`` (its ``flag``'s file) that fails after the checks (a folder that takes no new
+    file, a full disk) is said as ``check_file`` says a bad path: led by the command."""
+    try:
+        yield
+    except WriteFailed as e:
+        raise WriteFailed(f"{cmd}: {flag + ' ' if flag else ''}{e}") from None
+
+
+def pop_json_view(env: Env, cmd: str, args: list[str], columns: list | None = None) -> tuple[str | None, dict]:
+    """--json FILE|- and the view (``pop_view``) of command ``cmd`` whose report is also JSON, as on the command
+    line: the whole report to FILE, or to stdout instead of the table (`-`), refused beside what it would silence
+    (``check_json_stdout``) and over a loaded model (``check_file``). Returns (the path or None, the view)."""
     from onnxprobe.report.table import check_json_stdout
 
     json_path, fmt_given = pop_option(args, "--json"), "--format" in args
     view = pop_view(args, columns)
     check_json_stdout(json_path, view["fmt"], fmt_given, bool(view["columns"]), view["wide"])
-    for t in env.state.targets.values() if json_path not in (None, "-") else ():
-        check_writable(json_path, t.model.source)
+    if json_path not in (None, "-"):
+        check_file(env, cmd, json_path, "--json")
     return json_path, view
 
 
-def with_json(report: Callable[[], dict], json_path: str | None, out: list, view: dict) -> list:
-    """What a command of ``pop_json_view`` prints: for `--json -` the whole report (``report()``) alone, for jq (its
-    notes are in it); else the renderables ``out`` as ``view`` asks, after writing the report to --json's file."""
+def with_json(cmd: str, report: Callable[[], dict], json_path: str | None, out: list, view: dict) -> list:
+    """What command ``cmd`` of ``pop_json_view`` prints: for `--json -` the whole report (``report()``) alone, for jq
+    (its notes are in it); else the renderables ``out`` as ``view`` asks, after writing the report to --json's file."""
     from onnxprobe.report.io import json_text, write_json
     from onnxprobe.report.table import present
 
     if json_path == "-":
         return [Verbatim(json_text(report()))]
     if json_path is not None:
-        write_json(report(), json_path)
+        data = report()  # made first: a failure of its own is no failure to write
+        with writing(cmd, "--json"):
+            write_json(data, json_path)
         out = out + [Text(safe(f"wrote the whole report to {json_path}"), style="dim")]
     return present(out, **view)
 
