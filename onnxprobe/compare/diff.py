@@ -149,8 +149,8 @@ def prepare(a: Side, b: Side, selection: Selection, tolerance: Tolerance | None,
     inside = {**body_tensors(b.model.proto, selection, loops_only=True), **body_tensors(a.model.proto, selection, loops_only=True)}
     sealed = {**sealed_tensors(b.model.proto), **sealed_tensors(a.model.proto)}
     notes += [n for n in [body_note(inside, "compared by diff", loops_only=True, sealed=sealed)] if n]
-    sel_b = Selection(selection.ops, selection.names, selection.all, None, selection.include_constants) if selection.range else selection
-    notes += stored_weights_note([(a.model.proto, selection)] + ([(b.model.proto, sel_b)] if b.model is not a.model else []))
+    in_b = Selection(selection.ops, selection.names, selection.all, None, selection.include_constants) if selection.range else selection
+    notes += stored_weights_note([(a.model.proto, selection)] + ([(b.model.proto, in_b)] if b.model is not a.model else []))
     unordered, told = unordered_pairs(a.model.proto, b.model.proto, report)
     return DiffPlan(a, b, tolerance, per_tensor, matching, report, sel_b, by_b, with_cones,
                     introduced and not with_cones and b.runner.replays, why_not is None, max_memory, device_metrics,
