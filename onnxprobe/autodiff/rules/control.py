@@ -117,10 +117,13 @@ def if_(g):
             for t in res[other].needed:
                 if other == name:
                     outs.append(_expose(g, body, t, extra))
-                else:  # the other branch's value: an empty tensor of its type
+                else:  # the other branch's value: an empty tensor of its type; a bool one element (False), as it
+                    # may be an If's condition in the backward body, which onnxruntime's optimizer folds where the
+                    # forward If's condition is a constant (an empty condition there fails the session)
                     e = _elem(res[other].types, t, g.elem)
                     b = _body_builder(g, extra)
-                    outs.append(b.op("Constant", value=numpy_helper.from_array(np.zeros([0], np_dtype(e)))))
+                    size = 1 if e == TensorProto.BOOL else 0
+                    outs.append(b.op("Constant", value=numpy_helper.from_array(np.zeros([size], np_dtype(e)))))
         _replace_nodes(body, r.forward + extra)
         for o, (other, t) in zip(outs, [(o_, t_) for o_ in ("then_branch", "else_branch") for t_ in res[o_].needed]):
             body.output.append(_typed_like(o, res[other].types, t, g.elem, rank=other == name))
