@@ -82,16 +82,16 @@ def if_(g):
     extra outputs of the forward If (the other branch returns empty tensors there)."""
     node, types = g.node, g.engine.types
     wrt = list(g.implicit)
-    res, bodies, failed = {}, {}, {}
+    res, bodies, failed, pre = {}, {}, {}, {}
     for name in ("then_branch", "else_branch"):
         body = _graph_attr(node, name).g
         bodies[name] = body
-        seeds = {}
+        seeds, pre[name] = {}, []
         for k, d in enumerate(g.dys):
             if d and k < len(body.output):
                 if body.output[k].name in seeds:
                     raise g.fail(f"its {name} returns one tensor as two outputs")
-                seeds[body.output[k].name] = d
+                seeds[body.output[k].name] = _seed_of_rank(g, body.output[k], node.output[k], d, pre[name])
         try:
             res[name] = g.engine.differentiate_body(body, seeds, wrt, where=f"the {name.split('_')[0]} branch of If {g.name!r}")
         except UnknownShape as e:
@@ -131,7 +131,7 @@ def if_(g):
     outs = {w: g.b.fresh(f"{w}.grad.if") for w in wrt}
     graphs = {}
     for name, r in res.items():
-        nodes = list(r.backward)
+        nodes = pre[name] + list(r.backward)
         rename(nodes, saved[name])
         b = _body_builder(g, nodes)
         gouts = []
@@ -146,6 +146,26 @@ def if_(g):
     bn.doc_string = g.b.doc
     g.b.nodes.append(bn)
     return dict(outs)
+
+
+def _seed_of_rank(g, out: onnx.ValueInfoProto, outer: str, d: str, nodes: list) -> str:
+    """The gradient of a branch's output: the If output's, reshaped to the branch's own static shape where
+    their ranks differ (AffineGrid's expanded function returns a [1] start in one branch, a scalar in the
+    other): onnxruntime's type inference gives the seed the rank of the branch the run took, and the backward
+    pass of the other branch, built for its own rank, then failed to load. The branch that runs returns
+    the If output, so the Reshape keeps every element (-1 for one dimension inference leaves unknown)."""
+    mine = static_shape(out.type) if out.type.HasField("tensor_type") else None
+    if mine is None:
+        mine = static_shape(g.engine.types.get(out.name))
+    theirs = g.engine.types.get(outer)
+    tt = theirs.tensor_type if theirs is not None and theirs.HasField("tensor_type") else None
+    if mine is None or tt is None or not tt.HasField("shape") or len(tt.shape.dim) == len(mine):
+        return d
+    dims = [x if isinstance(x, int) else -1 for x in mine]  # one dimension shape inference cannot tell: -1
+    if dims.count(-1) > 1:
+        return d
+    b = _body_builder(g, nodes)
+    return b.op("Reshape", d, b.ints(dims))
 
 
 def _float_states(g, first: int, count: int) -> list[int]:
