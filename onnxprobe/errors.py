@@ -32,7 +32,19 @@ class UsageError(OnnxProbeError):
 class WriteFailed(UsageError):
     """A file could not be written after its checks passed (a folder that takes no new file, a full disk): the
     message names the file first ("PATH: cannot write it (...); nothing written"). A type to catch (the debugger
-    leads it with its command: ``session.commands.table.writing``), not a message to reword."""
+    leads it with its command: ``session.commands.table.writing``; the command line with the flag:
+    ``writing_as``), not a message to reword."""
+
+
+@contextmanager
+def writing_as(lead: str):
+    """A write whose failure after its checks (``WriteFailed``) is said in the shape of a bad flag value, led
+    by ``lead``: the flag that named the file ("--json PATH: cannot write it (...)"), a debugger command's
+    ("save:", "stats: --json")."""
+    try:
+        yield
+    except WriteFailed as e:
+        raise WriteFailed(f"{lead} {e}") from None
 
 
 class ModelError(OnnxProbeError):

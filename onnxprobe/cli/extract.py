@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from onnxprobe.cli.errors import handle_errors
+from onnxprobe.errors import writing_as
 from onnxprobe.cli.output import OUTPUT_FLAG, check_outputs, notes, show_written, stdout_width
 from onnxprobe.cli.options import (
     ColumnsOpt, InputOpt, IntRangeOpt, ModelArg, OutOpt, SeedOpt, ShapeOpt, TableFormatOpt, WideOpt, inputs_of, view_of,
@@ -71,7 +72,8 @@ def extract(
     check_outputs(model, files={OUTPUT_FLAG: output})
 
     spec = inputs_of(seed, int_range, shape, input_)  # no --inputs FILE.npz here: the cut's tensors are what it reads from
-    with Progress(f"extracting from {model.name}"):  # a refused cut is said with the flags (its cli_message)
+    # a refused cut is said with the flags (its cli_message); a file that cannot be written, with -o/--output
+    with Progress(f"extracting from {model.name}"), writing_as(OUTPUT_FLAG):
         result = api.extract(model, output, inputs, outputs, inputs=spec)
     notes(result.notes)
     show_written(extract_renderables(result, stdout_width()), view)

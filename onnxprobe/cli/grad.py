@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from onnxprobe.cli.errors import handle_errors
+from onnxprobe.errors import writing_as
 from onnxprobe.cli.options import (
     CheckOpt, ConstOpt, OrtDeviceOpt, ExportOpt, GradOutputOpt, InputOpt, InputsDirOpt, InputsFromOpt, InputsOpt, IntRangeOpt,
     JsonOpt, LabelsOpt, LossOpt, MaxMemoryOpt, ModelArg, NameOpt, NoCacheOpt, OpOpt, OptLevelOpt, OutputGradOpt, RangeOpt, RayAddressOpt, RayOpt,
@@ -127,7 +128,7 @@ def grad(
             result = api.grad_dataset(loaded, inputs_dir, selection, config, spec, reduce=reduce,
                                       progress=progress.update, ray=ray_options, inputs_from=inputs_from, max_memory=budget)
     else:
-        with Progress(f"forward and backward on {model.name}") as progress:
+        with Progress(f"forward and backward on {model.name}") as progress, writing_as("--save-grads"):
             def checking(done: int, total: int) -> None:
                 if done == 0:
                     progress.phase(f"checking {model.name}", "gradients checked")
@@ -143,7 +144,8 @@ def grad(
               f"none of the selected tensors gets a gradient ({selection.describe()}; the notes say why)")
         raise typer.Exit(1)
     if exported is not None:
-        api.write_export(exported, export)
+        with writing_as("--export"):
+            api.write_export(exported, export)
         wrote(export, export_summary(exported))
     data = grad_dict(result)
     write_pictures(result, overlay=overlay, netron=netron, model=loaded.proto)
@@ -156,7 +158,8 @@ def grad(
         write_html(html, result, histograms=hists, inputs=shown, view=view)
     emit(data, json_, lambda width: grad_renderables(data, width), view)
     if save_grads is not None and dataset:  # one input's gradients went to the file as they came (api.grad save_to)
-        api.save_npz(result.arrays, save_grads)
+        with writing_as("--save-grads"):
+            api.save_npz(result.arrays, save_grads)
     wrote(save_grads, "the gradients")
     verdict = result.verdict()  # the check's: its reason is the error line, as in --json
     if verdict is not None and verdict[0] != "pass":

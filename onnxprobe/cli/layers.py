@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from onnxprobe.cli.errors import handle_errors
+from onnxprobe.errors import writing_as
 from onnxprobe.cli.options import (
     AllOpt, ConstOpt, DeviceOpt, InputsDirOpt, InputsFromOpt, InputOpt, InputsOpt, IntRangeOpt, JsonOpt, ModelArg, NameOpt,
     OpOpt, MaxMemoryOpt, OptLevelOpt, NoCacheOpt, ProfileOpt, RangeOpt, RayAddressOpt, RayOpt, RayWorkersOpt, RuntimeOpt,
@@ -111,7 +112,7 @@ def layers(
         notes(res.notes)
         data = dataset_dict(res)
     else:
-        with Progress(f"probing {model.name}") as progress:
+        with Progress(f"probing {model.name}") as progress, writing_as("--save"):  # its file, as tensors come
             res = api.layers(model, selection, config, spec, save_to=save, max_memory=budget, progress=progress.update, **rt)
         notes(res.notes + res.plan.warnings)
         wrote(save, "the probed tensors")

@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from onnxprobe.cli.errors import handle_errors
+from onnxprobe.errors import writing_as
 from onnxprobe.cli.output import OUTPUT_FLAG, check_outputs, notes, show_written, stdout_width
 from onnxprobe.cli.options import (
     AllOpt, ConstOpt, InputOpt, InputsOpt, IntRangeOpt, ModelArg, NameOpt, OpOpt, OutOpt, RangeOpt, SeedOpt,
@@ -58,7 +59,7 @@ def mark(
     check_outputs(model, files={OUTPUT_FLAG: output})
     selection = selection_of(op, name, all_, range_, include_constants)
     spec = inputs_of(seed, int_range, shape, input_, inputs)
-    with Progress(f"marking {model.name}"):
+    with Progress(f"marking {model.name}"), writing_as(OUTPUT_FLAG):  # "-o/--output PATH: cannot write it"
         result = api.mark(model, output, selection, stats=stats, inputs=spec)
     notes(result.notes)
     show_written(mark_renderables(result, stdout_width()), view)

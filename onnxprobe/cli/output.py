@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Callable, Iterable
 
-from onnxprobe.errors import cli_words, command_line_words
+from onnxprobe.errors import cli_words, command_line_words, writing_as
 from onnxprobe.report import io as report_io
 from onnxprobe.report.console import stdout_console, to_devnull
 from onnxprobe.report.render import print_items
@@ -64,7 +64,7 @@ def write_html(path: Path | None, result, *, histograms: dict | None = None, inp
     if path is not None:
         from onnxprobe import api
 
-        with command_line_words():
+        with command_line_words(), writing_as("--html"):  # a write that fails: "--html PATH: cannot write it"
             api.html(result, path, histograms=histograms, inputs=inputs, sort=sort, profile=profile,
                      columns=list(view.columns) if view is not None else None)
         wrote(path, "the HTML report")
@@ -88,10 +88,14 @@ def write_pictures(result, *, overlay: Path | None = None, netron: Path | None =
 
     with command_line_words():
         if overlay is not None:
-            report_io.write_json(api.overlay(result, model, sort=sort), overlay)
+            data = api.overlay(result, model, sort=sort)
+            with writing_as("--overlay"):
+                report_io.write_json(data, overlay)
             wrote(overlay, "node data for Model Explorer")
         if netron is not None:
-            report_io.write_json(api.netron(result, model, sort=sort), netron)
+            data = api.netron(result, model, sort=sort)
+            with writing_as("--netron"):
+                report_io.write_json(data, netron)
             wrote(netron, "a Netron attachment")
 
 
@@ -154,7 +158,7 @@ def emit(data: dict, json_path: Path | None, render: Callable[[int], list], view
     """``--json FILE`` writes ``data``; the report (``render(width)``) goes to stdout unless ``--json -``
     (``view``: from ``cli.options.view_of`` with the same --json, which refuses --json - beside --format)."""
     if json_path is not None:
-        with writing_stdout():
+        with writing_stdout(), writing_as("--json"):
             report_io.write_json(data, json_path)
         wrote(json_path, "the report as JSON")
     if json_path is None or str(json_path) != "-":

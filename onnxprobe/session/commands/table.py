@@ -13,7 +13,7 @@ from typing import Callable
 from rich.text import Text
 
 from onnxprobe import api
-from onnxprobe.errors import GLOB_QUOTES, LIST_NODES, LIST_OPS, UsageError, WriteFailed, command_line_words, speaking
+from onnxprobe.errors import GLOB_QUOTES, LIST_NODES, LIST_OPS, UsageError, command_line_words, speaking, writing_as
 from onnxprobe.report.format import safe
 from onnxprobe.report.table import Verbatim
 from onnxprobe.session import render
@@ -166,10 +166,8 @@ def check_file(env: Env, cmd: str, path: str, flag: str = "") -> None:
 def writing(cmd: str, flag: str = ""):
     """A write of command ``cmd`` (its ``flag``'s file) that fails after the checks (a folder that takes no new
     file, a full disk) is said as ``check_file`` says a bad path: led by the command."""
-    try:
+    with writing_as(f"{cmd}: {flag}" if flag else f"{cmd}:"):
         yield
-    except WriteFailed as e:
-        raise WriteFailed(f"{cmd}: {flag + ' ' if flag else ''}{e}") from None
 
 
 def pop_json_view(env: Env, cmd: str, args: list[str], columns: list | None = None) -> tuple[str | None, dict]:
