@@ -113,9 +113,10 @@ def _check_names(model: onnx.ModelProto, names: list[str], flag: tuple[str, str]
             f"; {say.either('api.inspect(model).nodes', '`onnxprobe inspect --nodes MODEL`', LIST_NODES)} lists the tensors"))
 
 
-def cut(model: onnx.ModelProto, inputs: list[str] | None, outputs: list[str] | None) -> Cut:
+def cut(model: onnx.ModelProto, inputs: list[str] | None, outputs: list[str] | None, *, advise: bool = True) -> Cut:
     """Resolve and check a cut. ``inputs`` defaults to the model's inputs (those the outputs need),
-    ``outputs`` to the model's outputs; names may also be given comma-separated."""
+    ``outputs`` to the model's outputs; names may also be given comma-separated. ``advise=False``: a cut
+    that does not cut raises a bare UsageError (``_trial``: an error's suggestion tried before it is given)."""
     g = model.graph
     inits = {t.name for t in g.initializer} | {t.values.name for t in g.sparse_initializer}
     real_inputs = [vi.name for vi in g.input if vi.name not in inits]
@@ -162,7 +163,9 @@ def cut(model: onnx.ModelProto, inputs: list[str] | None, outputs: list[str] | N
         elif t in real_inputs:
             reached.setdefault(t)
     if reached:
-        wrong = _upstream_message(g, ins, outs, default_outputs) or _unreached_message(model, ins, outs, default_outputs)
+        if not advise:
+            raise UsageError("not a cut")
+        wrong = _upstream_message(model, ins, outs, default_outputs) or _unreached_message(model, ins, outs, default_outputs)
         if wrong:
             raise UsageError(wrong)
         raise _leak_error(model, ins, cut_set, outs, nodes, list(reached))
@@ -201,10 +204,11 @@ def _closure(g: onnx.GraphProto, start: set[str], blocked: set[str]) -> set[str]
     return reach
 
 
-def _upstream_message(g: onnx.GraphProto, ins: list[str], outs: list[str], default_outputs: bool = False) -> str | None:
+def _upstream_message(model: onnx.ModelProto, ins: list[str], outs: list[str], default_outputs: bool = False) -> str | None:
     """The error for a --to tensor that depends on no --from tensor because it is computed before one of
     them (--from and --to given the wrong way round): no tensor added to --from would make that a cut.
     ``default_outputs``: no --to was given, the model's outputs stand for it (none to swap)."""
+    g = model.graph
     downstream = _closure(g, set(ins), set())
     for y in outs:
         if y in downstream:
@@ -216,10 +220,33 @@ def _upstream_message(g: onnx.GraphProto, ins: list[str], outs: list[str], defau
             if default_outputs:
                 return (f"model output {y!r} does not depend on --from {xs}: it is computed before {'it' if one else 'them'}, "
                         f"and without --to the cut ends at every model output; {_outputs_hint(outs, downstream)}")
+            fro, to, left = _swapped(model, y, after, ins, outs)
+            kept = "" if not left else (f" (--to {', '.join(repr(o) for o in left)} left out: the swapped cut cannot "
+                                        f"end there too)")
             return (f"--to {y!r} does not depend on --from {xs}: it is computed before {'it' if one else 'them'} "
                     f"(upstream of {'it' if one else 'them'}), so nothing lies between them; swap them: "
-                    f"--from {shlex.quote(y)} --to {shlex.quote(','.join(after))}")  # quoted: a command to paste
+                    f"{_from_value(fro)} --to {shlex.quote(','.join(to))}{kept}")  # quoted: a command to paste
     return None
+
+
+def _trial(model: onnx.ModelProto, ins: list[str], outs: list[str]) -> Cut | None:
+    """The cut from ``ins`` to ``outs``, or None where it is none (an error's suggestion, tried first)."""
+    try:
+        return cut(model, ins, outs, advise=False)
+    except UsageError:
+        return None
+
+
+def _swapped(model: onnx.ModelProto, y: str, after: list[str], ins: list[str], outs: list[str]) -> tuple[list[str], list[str], list[str]]:
+    """The swapped cut for --to ``y`` computed before --from ``after``: from ``y`` (and the other --from tensors
+    it still needs), to ``after`` and each other --to it computes as well (they were dropped): (from, to, the
+    --to tensors it cannot keep)."""
+    base = [y] + [x for x in ins if x not in after]
+    to, left = list(after), []
+    for o in (o for o in outs if o != y and o not in after):
+        (to if _trial(model, base, [*to, o]) is not None else left).append(o)
+    c = _trial(model, base, to)
+    return ([x for x in base if x not in c.unused_inputs] if c is not None else [y]), to, left
 
 
 def _outputs_hint(outs: list[str], downstream: set[str]) -> str:
@@ -261,10 +288,17 @@ def _leak_error(model: onnx.ModelProto, ins: list[str], cut_set: set[str], outs:
     leaks: list[str] = []
     for i in sorted(nodes):
         n = g.node[i]
-        if any(o in downstream for o in n.output):
+        # a cut input among the node's outputs is no reason to feed the node (a Split cut at one output, another
+        # needed): its other outputs are what the leak reaches, not its inputs (--from 'a, x, b' where 'a, b' cuts)
+        if any(o in downstream and o not in cut_set for o in n.output):
             leaks += [t for t in node_inputs(n) if t in around and t not in downstream and t not in const and t not in leaks]
     leaks += [o for o in outs if o in around and o not in downstream and o not in leaks]
     leaks = leaks or reached
+    whole = list(dict.fromkeys(ins + leaks))
+    tried = _trial(model, whole, outs)  # the list that cuts, less what it then leaves unused: the minimal one to give
+    if tried is not None:
+        whole = [t for t in whole if t not in tried.unused_inputs]
+        leaks = [t for t in leaks if t in whole] or leaks
     shown = some(leaks, 5)
     one = len(leaks) == 1
     if set(leaks) <= set(reached):
@@ -274,7 +308,6 @@ def _leak_error(model: onnx.ModelProto, ins: list[str], cut_set: set[str], outs:
         what = f"{'tensor' if one else 'tensors'} {shown}"
         origin = (f" (computed from graph input{'' if len(reached) == 1 else 's'} " + ", ".join(repr(t) for t in reached[:3])
                   + (" ..." if len(reached) > 3 else "") + ")")
-    whole = list(dict.fromkeys(ins + leaks))
     # the whole list, where it named 5 'and 4 more' and a transformer's cut took several tries
     return settings_error(lambda msg: CutLeaks(msg, leaks, whole), lambda say: (
         f"{say(FROM)} does not cut the outputs off from the rest of the graph: {what} {'reaches' if one else 'reach'} "
