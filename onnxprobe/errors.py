@@ -107,8 +107,8 @@ class NothingToCut(UsageError):
 
 class CutLeaks(UsageError):
     """``extract``'s inputs do not cut the outputs off from the rest of the graph: ``tensors`` reach them around
-    the cut, and ``cut_inputs`` is the whole list that cuts (the given inputs and those). Its line gives that
-    list whole, ready to paste (clipped only past ``line_limit``)."""
+    the cut, and ``cut_inputs`` is the whole list that cuts (the given inputs and those, less any it would leave
+    unused). Its line gives that list whole, ready to paste (clipped only past ``line_limit``)."""
 
     line_limit = 20_000
 
