@@ -176,12 +176,14 @@ def layers(model: Model | str | os.PathLike, selection: Selection | None = None,
 
 def raw_chunks(model: ModelLike, result: ProbeResult, feed: dict[str, np.ndarray], names: list[str], *,
                max_memory: int | None = None, config: RunConfig | None = None,
-               using: GraphRunner | None = None) -> Iterator[tuple[int, int, dict[str, np.ndarray]]]:
+               using: GraphRunner | None = None, key=None) -> Iterator[tuple[int, int, dict[str, np.ndarray]]]:
     """The raw values of the probed tensors ``names`` of ``result``, a run's worth at a time: each run
     exposes at most ``max_memory`` bytes of them (default: a quarter of the available memory; sizes from
     ``result``'s shapes and counts). Yields (run index, number of runs, {tensor: value}); the caller
     drops the values before asking for the next run, or two runs' tensors are alive at once. ``using``:
-    the runner that made ``result`` (default: onnxruntime on ``config``)."""
+    the runner that made ``result`` (default: onnxruntime on ``config``). ``key``: keep each run's probed copy
+    and session in ``using`` for the next call with the same key and tensors (a dataset's batches), rather
+    than rewriting the model and building a session again for every batch."""
     from onnxprobe.runtime.budget import raw_plan
 
     model, max_memory = as_model(model), as_max_memory(max_memory)
@@ -194,7 +196,8 @@ def raw_chunks(model: ModelLike, result: ProbeResult, feed: dict[str, np.ndarray
     chunks = raw_plan([by_name[n] for n in names], result, max_memory)
     r = using or _runner_of(model, result, config)
     for k, chunk in enumerate(chunks):
-        res = r.probe(chunk, feed, stats=False, shapes=False, raw=True, outputs=False)
+        run_key = None if key is None else (key, tuple(ref.key for ref in chunk))
+        res = r.probe(chunk, feed, stats=False, shapes=False, raw=True, outputs=False, key=run_key)
         yield k, len(chunks), res.arrays
         del res
 
@@ -318,7 +321,8 @@ class LayersWorker(BatchWorker):
         # in layers_histograms
         ran = [n for n, st in res.stats.items() if st is not None and st.count]
         hists: dict = {}
-        for _, _, values in raw_chunks(self.model, res, fs.values, ran, max_memory=self.max_memory, using=r):
+        for _, _, values in raw_chunks(self.model, res, fs.values, ran, max_memory=self.max_memory, using=r,
+                                       key="dataset values"):
             _add_histograms(hists, values)
             # a float16 tensor's values come back as float16 holds them, where its in-graph statistics may be of
             # the float32 values onnxruntime's CPU provider computed it in (runners.ort.check_statistics): its
