@@ -47,9 +47,11 @@ FLOAT32_SQUARE_LOSS = 2.0 ** -150
 def dot(x: np.ndarray, y: np.ndarray) -> float:
     """Σ x·y of two 1-D arrays, in their type (float64 here), without BLAS: OpenBLAS runs a dot of more than
     10,000 elements on its thread pool, whose wake-up on a busy machine cost 8-16 ms a call (measured: 65,536
-    float64 elements, 2 loaded cores, 8.0 ms against 0.006 ms for numpy's own loop), several times per tensor."""
-    vecdot = getattr(np, "vecdot", None)  # numpy >= 2.0
-    return float(vecdot(x, y) if vecdot is not None else np.einsum("i,i->", x, y))
+    float64 elements, 2 loaded cores, 8.0 ms against 0.006 ms for numpy's own loop), several times per tensor,
+    and splits the sum over as many threads as it runs, so its rounding depended on them: a Ray actor (one
+    BLAS thread) and one process (one per CPU) gave one batch's Σx² 1 ulp apart. ``np.vecdot`` is such a
+    BLAS dot; einsum's own loop, never BLAS for one output, sums in the same order on any machine."""
+    return float(np.einsum("i,i->", x, y))
 
 
 def rowdot(x: np.ndarray, y: np.ndarray) -> np.ndarray:
