@@ -73,3 +73,18 @@ def test_a_batch_name_whose_link_leads_nowhere_fails_the_run_naming_it(tmp_path,
     r = runner.invoke(app, [*args, "--json", "-"])
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["batches"] == 1 if command[0] == "layers" else True
+
+
+@pytest.mark.parametrize("target", ["gone", "loop"])
+def test_an_inputs_dir_whose_link_leads_nowhere_says_so(tmp_path, target):
+    """--inputs-dir itself a symbolic link to a folder since removed, or a loop of links: the error said
+    "expected a folder of .npz files or one .npz" of a path the user made as one, not what is wrong with it
+    (the same link given to --inputs said it leads to no file)."""
+    link = tmp_path / "calib"
+    link.symlink_to(tmp_path / "gone" if target == "gone" else link)
+    for command in (["layers"], ["grad"], ["diff", "--vs-opt-level", "all"]):
+        r = runner.invoke(app, [command[0], str(sample_path("dynamic_batch")), *command[1:], "--inputs-dir", str(link)])
+        assert r.exit_code == 2, r.output
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and "calib" in lines[0] and "symbolic link" in lines[0], r.stderr
+        assert "Traceback" not in r.output

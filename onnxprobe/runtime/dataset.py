@@ -53,6 +53,9 @@ def dataset_batches(path: str | Path, specs: list[ModelInput]) -> list[Batch]:
     what = "a folder of .npz files or one .npz with a leading sample axis"
     if not p.exists() and not p.is_symlink():  # a mistyped folder: not "expected a folder" of what is one
         raise setting_error(UsageError, INPUTS_DIR, f"{clean(p)}: no such folder or file ({what} expected)")
+    if not p.exists():  # a link to a folder since removed, or a loop of links: what the path is, as fileio says it
+        raise setting_error(UsageError, INPUTS_DIR, f"{clean(p)}: is a symbolic link that leads to no folder or file "
+                                                    f"(broken, or a loop of links; {what} expected)")
     raise setting_error(UsageError, INPUTS_DIR, f"{clean(p)}: expected {what}")
 
 
