@@ -16,10 +16,10 @@ from onnxprobe.errors import ModelError
 runner = CliRunner()
 
 
-def _add(tmp_path, w: TensorProto, x_type: int = TensorProto.FLOAT):
+def _add(tmp_path, w: TensorProto, x_type: int = TensorProto.FLOAT, y_type: int = TensorProto.FLOAT):
     g = helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"], name="add")], "g",
                           [helper.make_tensor_value_info("x", x_type, [2, 3])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])], initializer=[w])
+                          [helper.make_tensor_value_info("y", y_type, [2, 3])], initializer=[w])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     m.ir_version = 8
     p = tmp_path / "m.onnx"
@@ -60,7 +60,7 @@ def test_api_diff_of_a_damaged_weight_is_a_model_error(tmp_path):
 def test_a_whole_weight_is_taken(tmp_path):
     """The check counts values as each field stores them: a float16 weight in int32_data, one per value."""
     w = helper.make_tensor("w", TensorProto.FLOAT16, [2, 3], np.arange(6, dtype=np.float16).view(np.uint16).tolist(), raw=False)
-    m = _add(tmp_path, w)
+    m = _add(tmp_path, w, TensorProto.FLOAT16, TensorProto.FLOAT16)  # x float16 too: Add takes one type
     r = runner.invoke(app, ["inspect", m], env={"ONNXPROBE_DEBUG": ""})
     assert r.exit_code == 0, r.output
 

@@ -393,7 +393,7 @@ def test_names_with_a_newline_are_escaped_once_in_the_report(tmp_path):
     body = helper.make_graph([helper.make_node("Identity", ["x"], ["t"], name="in body")], "then",
                              [], [helper.make_tensor_value_info("t", TensorProto.FLOAT, [2])])
     nodes = [helper.make_node("Mystery\nOp", ["x"], ["u\nv"], name="n\nm", domain="custom"),
-             helper.make_node("Greater", ["x", "x"], ["c"], name="gt"), helper.make_node("ReduceMin", ["c"], ["c0"], keepdims=0, name="any"),
+             helper.make_node("ReduceMin", ["x"], ["c"], keepdims=0, name="any"), helper.make_node("Greater", ["c", "c"], ["c0"], name="gt"),
              helper.make_node("If", ["c0"], ["y"], name="i\nf", then_branch=body, else_branch=body)]
     m = make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
                    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])

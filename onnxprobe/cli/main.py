@@ -382,6 +382,9 @@ def finish(code) -> None:
     code = 0 if code is None else code
     others = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon and t.is_alive()]
     if debug_enabled() or others or not isinstance(code, int):
+        import gc
+
+        gc.unfreeze()  # the usual teardown collects everything, what run() froze too (cycles with a __del__)
         sys.exit(code)
     import atexit
 
