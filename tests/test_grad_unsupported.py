@@ -144,3 +144,46 @@ def test_an_op_of_another_domain_is_named_with_its_domain(tmp_path):
     with pytest.raises(ModelError) as e:
         api.grad_plan(api.load(p), api.GradSpec(wrt=("x",)), feed={"x": np.ones((1, 1, 3, 3), np.float32)})
     assert str(e.value).startswith("cannot differentiate op com.microsoft:GridSample at node 'the_gs'"), str(e.value)
+
+
+def _other_domain_only(node, domain, version, inputs):
+    """A model that imports only ``domain`` (no default-domain opset: onnxprobe takes it for opset 1, too old
+    for the loss's ReduceSum, and onnx's version converter cannot convert the domain)."""
+    g = helper.make_graph([node], "m", [helper.make_tensor_value_info(n, d, s) for n, d, s in inputs],
+                          [helper.make_tensor_value_info(o, F, None) for o in node.output])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid(domain, version)])
+    m.ir_version = 8
+    return m
+
+
+@pytest.mark.parametrize("model, feed, op", [
+    (_other_domain_only(helper.make_node("Binarizer", ["X"], ["Y"], name="the_bin", domain="ai.onnx.ml", threshold=0.5),
+                        "ai.onnx.ml", 1, [("X", F, [3, 4])]),
+     {"X": np.linspace(0, 1, 12, dtype=np.float32).reshape(3, 4)}, "ai.onnx.ml:Binarizer"),
+    (_other_domain_only(helper.make_node("Momentum", ["R", "T", "X", "G", "V"], ["X_new", "V_new"], name="the_momentum",
+                                         domain="ai.onnx.preview.training", alpha=0.95, beta=0.1, epsilon=0.0,
+                                         mode="standard", norm_coefficient=0.001),
+                        "ai.onnx.preview.training", 1,
+                        [("R", F, []), ("T", TensorProto.INT64, []), ("X", F, [2]), ("G", F, [2]), ("V", F, [2])]),
+     {"R": np.array(0.1, np.float32), "T": np.array(0, np.int64), "X": np.array([1.2, 2.8], np.float32),
+      "G": np.array([-0.94, -2.5], np.float32), "V": np.array([1.7, 3.6], np.float32)},
+     "ai.onnx.preview.training:Momentum"),
+])
+def test_an_op_without_a_rule_is_named_before_the_opset_conversion(model, feed, op, tmp_path):
+    """The opset-1 ai.onnx.preview.training and ai.onnx.ml node tests (Adagrad, Momentum, TreeEnsemble...) said
+    "ReduceSum needs opset 7 ...; converting the model from opset 1 to 17 failed: .../convert.h:96:
+    assertInVersionRange ...": the conversion the loss needed, not the op without a gradient rule. The op is
+    named (with its domain and node) before any conversion is tried."""
+    p = tmp_path / "m.onnx"
+    onnx.save(model, p)
+    with pytest.raises(ModelError) as e:
+        api.grad_plan(api.load(p), api.GradSpec(wrt=("X",)), feed=feed)
+    msg = str(e.value)
+    assert msg.startswith(f"cannot differentiate op {op} at node 'the_"), msg
+    assert "no gradient rule for it" in msg and "ReduceSum" not in msg and "convert" not in msg, msg
+    npz = tmp_path / "in.npz"
+    np.savez(npz, **feed)
+    r = subprocess.run([sys.executable, "-m", "onnxprobe", "grad", str(p), "--all", "--inputs", str(npz)],
+                       capture_output=True, text=True)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 1 and len(lines) == 1 and f"cannot differentiate op {op}" in lines[0], r.stderr

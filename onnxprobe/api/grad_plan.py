@@ -14,6 +14,7 @@ import onnx
 from onnxprobe.api.body_ranks import learn_body_ranks
 from onnxprobe.api.inputs import ModelLike, as_model, as_names, as_selection, expect
 from onnxprobe.autodiff.blocked import through_nondifferentiable
+from onnxprobe.autodiff.coverage import refuse_without_rule
 from onnxprobe.autodiff.constant_loss import INSTEAD, constant_output, constant_sum, softmax_behind
 from onnxprobe.autodiff.engine import attach_backward
 from onnxprobe.autodiff.hoist import hoist_constants
@@ -315,6 +316,8 @@ def grad_plan(model: ModelLike, spec: GradSpec | None = None, selection: Selecti
                           probe_inputs=probe_inputs, cache=cache, resolved=first)
     except OpsetTooOld as e:
         old = default_opset(model.proto)
+        if unsupported == "raise" and "base" in first:  # an op without a rule is the cause to name, not the opset
+            refuse_without_rule(first["base"], [first["output"]], [t.ref.name for t in first["targets"]])
         if old >= GRAD_OPSET or e.needed > GRAD_OPSET:
             raise
         upgraded, needed = upgraded_copy(model, GRAD_OPSET, f"{first_line(e)}; converting the model from opset {old} to {GRAD_OPSET}"), e.needed
@@ -388,7 +391,7 @@ def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None,
     else:
         tg = named_targets(base, names) if names is not None else targets(base, selection, tuple(spec.wrt))
     if resolved is not None:
-        resolved["targets"] = tg
+        resolved.update(targets=tg, base=base, output=output)
     fwd = onnx.ModelProto()
     fwd.CopyFrom(base)
     # the extra input (labels, target, output gradient) is checked against the output's shape for this feed,

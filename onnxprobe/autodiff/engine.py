@@ -256,8 +256,8 @@ def attach_backward(
     if fold and fold_batchnorm(out, eng.types, protected, eng.opset, eng.b.fresh, set(wrt)):
         eng = Engine(out, names, unsupported)
     nodes = list(out.graph.node)
-    rg, slots = _requires_grad(eng, nodes, wrt)
-    reach, active = _on_the_way(nodes, seeds, rg, slots)
+    rg, slots = requires_grad(eng, nodes, wrt)
+    reach, active = on_the_way(nodes, seeds, rg, slots)
     acc = _Gradients(eng, seeds)
     stopped = _differentiate(eng, nodes, active, rg, reach, acc, unsupported)
     grads_out: dict[str, str] = {}
@@ -281,7 +281,7 @@ def attach_backward(
     return bw
 
 
-def _requires_grad(eng: Engine, nodes: list[onnx.NodeProto], wrt: list[str]) -> tuple[set[str], dict[int, list[int]]]:
+def requires_grad(eng: Engine, nodes: list[onnx.NodeProto], wrt: list[str]) -> tuple[set[str], dict[int, list[int]]]:
     """Forward: the tensors that depend on a requested tensor through differentiable slots, and each
     node's differentiable slots."""
     rg = {t for t in wrt if eng.is_float(t)}
@@ -300,7 +300,7 @@ def _requires_grad(eng: Engine, nodes: list[onnx.NodeProto], wrt: list[str]) -> 
     return rg, slots
 
 
-def _on_the_way(nodes: list[onnx.NodeProto], seeds: dict[str, str], rg: set[str],
+def on_the_way(nodes: list[onnx.NodeProto], seeds: dict[str, str], rg: set[str],
                 slots: dict[int, list[int]]) -> tuple[set[str], list[onnx.NodeProto]]:
     """Backward: the tensors the seeds depend on, and the nodes to differentiate (those between a
     requested tensor and a seed), in reverse topological order."""
@@ -372,6 +372,14 @@ class _Gradients:
         return grads, every
 
 
+def no_rule_error(n: onnx.NodeProto, display: str, rg: set[str]) -> NoGradientRule:
+    """The error for node ``n`` on the way, which has no gradient rule (or no gradient)."""
+    st = registry.status(n.op_type, n.domain)
+    needed = [i for i in list(n.input) + implicit_inputs(n) if i in rg][:3]
+    hint = "it has no gradient" if st == "non-differentiable" else "no gradient rule for it"
+    return NoGradientRule(registry.key(n.op_type, n.domain), display, hint, needed, registry.supported_ops())
+
+
 def _differentiate(eng: Engine, nodes: list[onnx.NodeProto], active: list[onnx.NodeProto], rg: set[str],
                    reach: set[str], acc: _Gradients, unsupported: str) -> list[str]:
     """Run each active node's rule (reverse topological order), adding the gradients it emits to ``acc``.
@@ -386,9 +394,7 @@ def _differentiate(eng: Engine, nodes: list[onnx.NodeProto], active: list[onnx.N
             stopped.append(f"{op} {display}")
             continue
         if st != "rule":
-            needed = [i for i in list(n.input) + implicit_inputs(n) if i in rg][:3]
-            hint = "it has no gradient" if st == "non-differentiable" else "no gradient rule for it"
-            raise NoGradientRule(op, display, hint, needed, registry.supported_ops())
+            raise no_rule_error(n, display, rg)
         rule = registry.rule_of(n)
         dys = [acc.final(o) if (o and o in rg and o in reach) else None for o in n.output]
         if not any(dys):
