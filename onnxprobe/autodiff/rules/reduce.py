@@ -58,10 +58,21 @@ def _sum_keep(g, t: str, axes) -> str:
     return t if axes == [] else g.reduce_sum(t, axes, keepdims=1)
 
 
+def _as_x(g, t: str) -> str:
+    """``t`` (the reduced axes kept, of size 1) broadcast to x's shape. Where x is empty (an empty set reduced,
+    [2, 0, 4] over axis 1), by adding x's shape of zeros: onnxruntime's shape inference takes an Expand of a
+    constant [2, 1, 4] to [2, 0, 4] for a no-op, declares the empty gradient [2, 1, 4], and refuses the graph
+    that reads it (a Where of the statistics: "Incompatible dimensions")."""
+    dims = g.static_dims(g.x[0])
+    if dims is not None and 0 in dims:
+        return g.Add(t, g.zeros_like(g.x[0]))
+    return g.Expand(t, g.Shape(g.x[0]))
+
+
 @rule("ReduceSum")
 def reduce_sum(g):
     """y = sum(x, axes)  ->  dx = dy broadcast over the reduced axes"""
-    return _runtime_or(g, lambda axes: [g.Expand(_keep(g, g.dy), g.Shape(g.x[0]))])
+    return _runtime_or(g, lambda axes: [_as_x(g, _keep(g, g.dy))])
 
 
 @rule("ReduceMean")
@@ -77,7 +88,7 @@ def reduce_mean(g):
             n = g.scalar(float(np.prod(ys)) / float(np.prod(xs)) if np.prod(xs) else 0.0)
         else:
             n = g.Div(g.Cast(g.Size(y), to=g.elem), g.Cast(g.Size(x), to=g.elem))
-        return [g.Expand(g.Mul(_keep(g, g.dy), n), g.Shape(x))]
+        return [_as_x(g, g.Mul(_keep(g, g.dy), n))]
 
     return _runtime_or(g, f)
 
@@ -135,7 +146,7 @@ def reduce_log_sum_exp(g):
 @rule("ReduceLogSum")
 def reduce_log_sum(g):
     """y = log(sum(x, axes))  ->  dx = dy / sum(x) = dy exp(-y)"""
-    return _runtime_or(g, lambda axes: [g.Expand(g.Mul(_keep(g, g.dy), g.Exp(g.Neg(_keep(g, g.y[0])))), g.Shape(g.x[0]))])
+    return _runtime_or(g, lambda axes: [_as_x(g, g.Mul(_keep(g, g.dy), g.Exp(g.Neg(_keep(g, g.y[0])))))])
 
 
 @rule("ReduceProd")
