@@ -24,6 +24,7 @@ from onnxprobe.autodiff.select import named_targets, targets
 from onnxprobe.autodiff.straight_through import behind_rounding
 from onnxprobe.errors import (ExecutionError, ModelError, OnnxProbeError, OpsetTooOld, UnknownShape, UsageError,
                               first_line, in_words, said, setting_error, settings_error)
+from onnxprobe.graph.branch_reads import declared_inputs, has_if, loosen_branch_reads
 from onnxprobe.graph.builder import all_names, default_opset
 from onnxprobe.graph.integrity import refuse_broken
 from onnxprobe.graph.model import Model
@@ -458,8 +459,9 @@ def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None,
     elif what is not None:
         warnings.append(said(lambda say: f"output {output!r} is {what}: its {spec.loss} is constant, so every gradient "
                              f"is ~0 (noise); {in_words(INSTEAD, say)}"))
-    if feed is not None and _has_if(model.proto):
-        _declared_inputs(model.proto, fwd, bw.model)
+    if feed is not None and has_if(model.proto):
+        declared_inputs(model.proto, fwd, bw.model)
+        loosen_branch_reads(fwd, bw.model)
     if relax and loss.input:
         for vi in [i for m in (fwd, bw.model) for i in m.graph.input if i.name == loss.input]:
             for d in vi.type.tensor_type.shape.dim:
@@ -481,19 +483,3 @@ def _output_shape(model: onnx.ModelProto, output: str, feed: dict[str, np.ndarra
         except ExecutionError:
             return None
     return tuple(shape) if shape is not None else None
-
-
-def _has_if(model: onnx.ModelProto) -> bool:
-    return any(s.node.op_type == "If" for s in walk(model))
-
-
-def _declared_inputs(source: onnx.ModelProto, *models: onnx.ModelProto) -> None:
-    """Give the graph inputs back the types the model declares (dynamic dimensions): with the inputs' static
-    shapes, onnxruntime's constant folding resolves If nodes that test a shape, and on silero-vad it then
-    rejects the LSTM inside (``First input tensor must have rank 3``); the shapes inferred for the feed stay
-    in value_info, where the backward graph's rules used them."""
-    declared = {i.name: i for i in source.graph.input}
-    for m in models:
-        for vi in m.graph.input:
-            if vi.name in declared:
-                vi.type.CopyFrom(declared[vi.name].type)
