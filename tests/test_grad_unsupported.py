@@ -187,3 +187,16 @@ def test_an_op_without_a_rule_is_named_before_the_opset_conversion(model, feed, 
                        capture_output=True, text=True)
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert r.returncode == 1 and len(lines) == 1 and f"cannot differentiate op {op}" in lines[0], r.stderr
+
+
+def test_a_model_without_the_onnx_domain_gets_the_loss_ops_without_a_conversion(tmp_path):
+    """An ai.onnx.ml-only model (onnx's Binarizer node test), its output's gradient asked for: the loss's
+    ReduceSum needs the ONNX domain, which the model does not import; onnx's version converter, asked to add
+    it, failed on the ml domain ('convert.h:96: assertInVersionRange'). With no ONNX op to convert, the copy
+    only imports the domain. Oracle: L = sum(Y), dL/dY = 1."""
+    m = _other_domain_only(helper.make_node("Binarizer", ["X"], ["Y"], name="the_bin", domain="ai.onnx.ml", threshold=0.5),
+                           "ai.onnx.ml", 1, [("X", F, [3, 4])])
+    p = tmp_path / "m.onnx"
+    onnx.save(m, p)
+    res = api.grad(str(p), inputs={"X": np.linspace(0, 1, 12, dtype=np.float32).reshape(3, 4)}, save=True)
+    np.testing.assert_array_equal(res.arrays["Y"], np.ones((3, 4), np.float32))

@@ -24,6 +24,11 @@ def upgraded_copy(model: Model, opset: int, what: str) -> Model:
     src.CopyFrom(model.proto)
     for body in all_graphs(src.graph):
         del body.value_info[:]
+    if not any(o.domain in ("", "ai.onnx") for o in src.opset_import):  # no ONNX op to convert: the converter
+        src.opset_import.append(onnx.helper.make_opsetid("", opset))  # fails on the other domains (ai.onnx.ml)
+        warnings = list(model.warnings)
+        annotate(src, warnings)
+        return Model(src, model.source, warnings)
     added = _initializers_as_inputs(src)
     try:
         proto = version_converter.convert_version(src, opset)
