@@ -167,7 +167,7 @@ def cut(model: onnx.ModelProto, inputs: list[str] | None, outputs: list[str] | N
             raise UsageError("not a cut")
         wrong = _upstream_message(model, ins, outs, default_outputs) or _unreached_message(model, ins, outs, default_outputs)
         if wrong:
-            raise UsageError(wrong)
+            raise settings_error(UsageError, wrong)
         raise _leak_error(model, ins, cut_set, outs, nodes, list(reached))
     if default_inputs:
         ins = [i for i in ins if i in seen]
@@ -204,10 +204,19 @@ def _closure(g: onnx.GraphProto, start: set[str], blocked: set[str]) -> set[str]
     return reach
 
 
-def _upstream_message(model: onnx.ModelProto, ins: list[str], outs: list[str], default_outputs: bool = False) -> str | None:
+def _given(say, flag: tuple[str, str], names: list[str], whole: bool = False) -> str:
+    """Tensors given to one side of a cut, to paste: ``cut_inputs=['a', 'b']`` to the API, ``--from a,b`` (quoted
+    for a shell) on the command line; ``whole``: a --from list that keeps names with commas whole (``_from_value``)."""
+    if not say.cli:
+        return f"{flag[0]}={names!r}"
+    return _from_value(names) if whole else f"{say.flag(flag[1])} {shlex.quote(','.join(names))}"
+
+
+def _upstream_message(model: onnx.ModelProto, ins: list[str], outs: list[str], default_outputs: bool = False):
     """The error for a --to tensor that depends on no --from tensor because it is computed before one of
     them (--from and --to given the wrong way round): no tensor added to --from would make that a cut.
-    ``default_outputs``: no --to was given, the model's outputs stand for it (none to swap)."""
+    ``default_outputs``: no --to was given, the model's outputs stand for it (none to swap). The message as
+    ``say(voice)`` (``settings_error``): the API's argument names to the API, the flags to the command line."""
     g = model.graph
     downstream = _closure(g, set(ins), set())
     for y in outs:
@@ -218,14 +227,16 @@ def _upstream_message(model: onnx.ModelProto, ins: list[str], outs: list[str], d
             one = len(after) == 1
             xs = ", ".join(repr(x) for x in after)
             if default_outputs:
-                return (f"model output {y!r} does not depend on --from {xs}: it is computed before {'it' if one else 'them'}, "
-                        f"and without --to the cut ends at every model output; {_outputs_hint(outs, downstream)}")
+                return lambda say: (f"model output {y!r} does not depend on {say(FROM)} {xs}: it is computed before "
+                                    f"{'it' if one else 'them'}, and without {say(TO)} the cut ends at every model output; "
+                                    f"{_outputs_hint(say, outs, downstream)}")
             fro, to, left = _swapped(model, y, after, ins, outs)
-            kept = "" if not left else (f" (--to {', '.join(repr(o) for o in left)} left out: the swapped cut cannot "
-                                        f"end there too)")
-            return (f"--to {y!r} does not depend on --from {xs}: it is computed before {'it' if one else 'them'} "
-                    f"(upstream of {'it' if one else 'them'}), so nothing lies between them; swap them: "
-                    f"{_from_value(fro)} --to {shlex.quote(','.join(to))}{kept}")  # quoted: a command to paste
+            return lambda say: (
+                f"{say(TO)} {y!r} does not depend on {say(FROM)} {xs}: it is computed before {'it' if one else 'them'} "
+                f"(upstream of {'it' if one else 'them'}), so nothing lies between them; swap them: "
+                f"{_given(say, FROM, fro, whole=True)}{'' if say.cli else ','} {_given(say, TO, to)}"  # quoted: a command to paste
+                + ("" if not left else f" ({say(TO)} {', '.join(repr(o) for o in left)} left out: the swapped cut "
+                                       f"cannot end there too)"))
     return None
 
 
@@ -249,18 +260,19 @@ def _swapped(model: onnx.ModelProto, y: str, after: list[str], ins: list[str], o
     return ([x for x in base if x not in c.unused_inputs] if c is not None else [y]), to, left
 
 
-def _outputs_hint(outs: list[str], downstream: set[str]) -> str:
+def _outputs_hint(say, outs: list[str], downstream: set[str]) -> str:
     """Advice for a cut whose default outputs (the model's) are not all computed from --from."""
     fine = [o for o in outs if o in downstream]
     if fine:
-        return f"give --to the outputs you want, e.g. --to {shlex.quote(','.join(fine))} (computed from --from)"
-    return "give --to the tensors you want, computed from --from"
+        return f"give {say(TO)} the outputs you want, e.g. {_given(say, TO, fine)} (computed from {say(FROM)})"
+    return f"give {say(TO)} the tensors you want, computed from {say(FROM)}"
 
 
-def _unreached_message(model: onnx.ModelProto, ins: list[str], outs: list[str], default_outputs: bool) -> str | None:
+def _unreached_message(model: onnx.ModelProto, ins: list[str], outs: list[str], default_outputs: bool):
     """The error for a --to (or, without --to, a model output) that depends on no --from tensor at all and
     lies on no path from one: adding tensors to --from around it would leave nothing to cut, so the
-    advice names what it is computed from instead (its node's inputs)."""
+    advice names what it is computed from instead (its node's inputs). As ``_upstream_message``'s, a
+    ``say(voice)``."""
     g = model.graph
     downstream = _closure(g, set(ins), set())
     producer = {o: n for n in g.node for o in n.output if o}
@@ -270,12 +282,14 @@ def _unreached_message(model: onnx.ModelProto, ins: list[str], outs: list[str], 
         if y in downstream or y in ins:
             continue
         if default_outputs:
-            return (f"model output {y!r} does not depend on --from {xs}, and without --to the cut ends at every model "
-                    f"output; {_outputs_hint(outs, downstream)}")
+            return lambda say: (f"model output {y!r} does not depend on {say(FROM)} {xs}, and without {say(TO)} the cut "
+                                f"ends at every model output; {_outputs_hint(say, outs, downstream)}")
         src = [t for t in node_inputs(producer[y]) if t not in const] if y in producer else []
-        hint = (f"give a --from it is computed from, e.g. --from {shlex.quote(','.join(src))} (its node's inputs)" if src
-                else "give a --from it is computed from")
-        return f"--to {y!r} does not depend on --from {xs}: it is computed without {'it' if len(ins) == 1 else 'them'}; {hint}"
+        many = len(ins) != 1
+        return lambda say: (
+            f"{say(TO)} {y!r} does not depend on {say(FROM)} {xs}: it is computed without {'them' if many else 'it'}; "
+            f"give a {say(FROM)} it is computed from"
+            + (f", e.g. {_given(say, FROM, src)} (its node's inputs)" if src else ""))
     return None
 
 
