@@ -116,9 +116,9 @@ def not_a_folder(path, about: str | None = None) -> None:
     s = os.fspath(path) if isinstance(path, (str, os.PathLike)) else None
     if isinstance(s, str) and s.endswith(tuple(c for c in (os.sep, os.altsep) if c)):
         from onnxprobe.errors import UsageError
-        from onnxprobe.text import clean
+        from onnxprobe.text import as_word
 
-        head = clean(s) if about is None else about
+        head = as_word(s) if about is None else about
         raise UsageError(f"{head + ': ' if head else ''}ends in {s[-1]!r}, a folder; give a file name")
 
 
@@ -180,8 +180,9 @@ def refuse_inputs(path: str | os.PathLike, about: str | None = None) -> None:
         what = _INPUT_FILES.get(ident) if ident is not None else None
     if what is not None:
         from onnxprobe.errors import UsageError
+        from onnxprobe.text import as_word
 
-        raise UsageError(f"{about or path}: is {what}; refusing to overwrite it, choose another output path")
+        raise UsageError(f"{about or as_word(os.fspath(path))}: is {what}; refusing to overwrite it, choose another output path")
 
 
 def output_target(path: str | os.PathLike) -> Path:
@@ -255,6 +256,7 @@ def write_file(path: str | os.PathLike, write: Callable[[BinaryIO], None]) -> No
     import io
 
     from onnxprobe.errors import WriteFailed
+    from onnxprobe.text import as_word
 
     try:
         with atomic_output(path) as tmp:
@@ -266,4 +268,4 @@ def write_file(path: str | os.PathLike, write: Callable[[BinaryIO], None]) -> No
                     write(buf)
                     f.write(buf.getbuffer())
     except OSError as e:
-        raise WriteFailed(f"{path}: cannot write it ({e.strerror or e}); nothing written") from None
+        raise WriteFailed(f"{as_word(os.fspath(path))}: cannot write it ({e.strerror or e}); nothing written") from None

@@ -30,6 +30,7 @@ from onnx import TensorProto
 from onnx.external_data_helper import load_external_data_for_tensor
 
 from onnxprobe.errors import ModelError, UsageError, WriteFailed, first_line
+from onnxprobe.text import as_word
 from onnxprobe.fileio import refuse_inputs, temp_beside
 from onnxprobe.graph.builder import single_initializers
 from onnxprobe.graph.extents import (ExtentProblem, all_tensors, extent_problems, is_external, location, source, sparse_tensors,
@@ -216,7 +217,7 @@ def write_model(
         size = o.stat().st_size + (data_path.stat().st_size if data_path else 0)
         return Written(o, data_path, size)
     except OSError as e:  # a read-only folder, a full disk...
-        raise WriteFailed(f"{o}: cannot write it ({e.strerror or e}); nothing written") from e
+        raise WriteFailed(f"{as_word(os.fspath(o))}: cannot write it ({e.strerror or e}); nothing written") from e
     finally:
         for p in tmp_paths:
             if p.exists():
@@ -244,7 +245,7 @@ def _write_in_place(model: onnx.ModelProto, o: Path, external: bool | None) -> W
         with open(o, "wb") as f:
             f.write(data)
     except OSError as e:
-        raise WriteFailed(f"{o}: cannot write it ({e.strerror or e}); nothing written") from e
+        raise WriteFailed(f"{as_word(os.fspath(o))}: cannot write it ({e.strerror or e}); nothing written") from e
     return Written(o, None, len(data))
 
 

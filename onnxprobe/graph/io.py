@@ -303,7 +303,7 @@ def check_output_path(out: str | os.PathLike, *, source: str | os.PathLike | Non
     option that gave it, which the message names first with the path, as every bad flag value is said
     ("--json /x/r.json: folder /x does not exist"); else the message starts with the path."""
     o = Path(checked_path(out))
-    about = f"{flag} {as_word(os.fspath(out))}" if flag else None
+    about = f"{flag} {as_word(os.fspath(out))}" if flag else as_word(os.fspath(out))  # quoted as WriteFailed's
     not_a_folder(out, about)
     if str(out) == "-":  # stdout, for --json (handled before this); a model, a tensor, a page are files of their own
         raise UsageError("'-' is standard output, and this writes a file of its own: give a file name, not '-'")
@@ -311,12 +311,12 @@ def check_output_path(out: str | os.PathLike, *, source: str | os.PathLike | Non
         # the nearest of its folders that is there: a file where a folder should be fails the write too, after the work
         there = next((p for p in o.parents if p.exists()), None)
         if there is not None and not there.is_dir():
-            raise UsageError(f"{about or o}: {there} is a file, not a folder")
-        raise UsageError(f"{about or o}: folder {o.parent} does not exist")
+            raise UsageError(f"{about}: {as_word(there)} is a file, not a folder")
+        raise UsageError(f"{about}: folder {as_word(o.parent)} does not exist")
     if o.is_dir():
-        raise UsageError(f"{about or o}: is a folder; give a file name")
+        raise UsageError(f"{about}: is a folder; give a file name")
     refuse_inputs(o, about)  # what the process read, by what it is
     if source is not None and o.exists() and Path(source).exists() and (o.resolve() == Path(source).resolve()
                                                                        or same_file(o, source)):
-        raise UsageError(f"{about or o}: is {source_is}; refusing to overwrite it, choose another output path")
+        raise UsageError(f"{about}: is {source_is}; refusing to overwrite it, choose another output path")
     return output_target(o)  # a link is written through, never replaced; one to a redirected stdout is refused

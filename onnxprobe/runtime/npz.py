@@ -20,6 +20,7 @@ import numpy as np
 
 from onnxprobe.errors import UsageError, WriteFailed
 from onnxprobe.fileio import atomic_output
+from onnxprobe.text import as_word
 
 NAMES_ENTRY = "onnxprobe.names"
 _UNSAFE = re.compile(r"[\x00-\x1f\x7f\\]")  # control characters and backslashes
@@ -119,7 +120,7 @@ class NpzWriter:
             else:
                 self.zf = zipfile.ZipFile(self.tmp, "w", compression=zipfile.ZIP_STORED, allowZip64=True)
         except OSError as e:
-            raise WriteFailed(f"{path}: cannot write it ({e.strerror or e}); nothing written") from None
+            raise WriteFailed(f"{as_word(os.fspath(path))}: cannot write it ({e.strerror or e}); nothing written") from None
         self.names: dict[str, str] = {}  # tensor name -> entry
         if source is not None:
             self.zf.comment = SOURCE_PREFIX + source.encode("ascii")
@@ -135,7 +136,7 @@ class NpzWriter:
             with self.zf.open(entry + ".npy", "w", force_zip64=True) as f:
                 np.lib.format.write_array(f, _no_objects(np.asanyarray(array), name, self.path), allow_pickle=False)
         except OSError as e:
-            raise WriteFailed(f"{self.path}: cannot write it ({e.strerror or e}); nothing written") from None
+            raise WriteFailed(f"{as_word(os.fspath(self.path))}: cannot write it ({e.strerror or e}); nothing written") from None
 
     def add_all(self, arrays: dict[str, np.ndarray]) -> None:
         for name, array in arrays.items():
@@ -153,7 +154,7 @@ class NpzWriter:
             self._out.__exit__(None, None, None)
         except OSError as e:
             self.abort()
-            raise WriteFailed(f"{self.path}: cannot write it ({e.strerror or e}); nothing written") from None
+            raise WriteFailed(f"{as_word(os.fspath(self.path))}: cannot write it ({e.strerror or e}); nothing written") from None
 
     def abort(self) -> None:
         try:
