@@ -497,3 +497,26 @@ def test_an_if_and_its_phi_node_carry_the_same_value(tmp_path):
         assert "gate" in res and res[phi] == res["gate"], (kind, res)
         if kind == "layers":
             assert res[phi]["value"] == pytest.approx(want, rel=1e-6)
+
+
+def test_grad_overlay_colours_the_body_nodes_that_read_a_body_weight(tmp_path):
+    """A weight declared inside an If branch (silero-vad's encoder and decoder weights) got its own node
+    coloured, but not the branch's nodes that read it: readers were looked for only among reads of
+    main-graph names. Every node that reads it, in its own body or a nested one, carries its norm, a node
+    that reads a main-graph weight of the same name shadowed by a body's none of it. Oracle: loss = sum(y),
+    y = x * W in the branch, so dL/dW = x and the norm is ||x||."""
+    x = np.array([1.0, -2.0, 3.0, 0.5], np.float32)
+    w = numpy_helper.from_array(np.array([0.5, 1.5, -1.0, 2.0], np.float32), "bw")
+    then = helper.make_graph([helper.make_node("Mul", ["x", "bw"], ["t_out"], name="body_mul")], "t", [], [_vi("t_out")], [w])
+    other = helper.make_graph([helper.make_node("Neg", ["x"], ["e_out"], name="body_neg")], "e", [], [_vi("e_out")])
+    m = make_model([helper.make_node("If", ["cond"], ["y"], name="gate", then_branch=then, else_branch=other)],
+                   [_vi("x"), _vi("cond", (), TensorProto.BOOL)], [_vi("y")])
+    path, out = tmp_path / "bodyw.onnx", tmp_path / "nd.json"
+    onnx.save(m, str(path))
+    r = runner.invoke(app, ["grad", str(path), "--input", "x=[1, -2, 3, 0.5]", "--input", "cond=1", "--overlay", str(out)])
+    assert r.exit_code == 0, r.output
+    assert_keys_are_node_ids(out, path)
+    res = json.loads(out.read_text())[m.graph.name]["results"]
+    mul = [k for k in adapter_ids(path)[m.graph.name] if k.endswith("body_mul")]
+    assert len(mul) == 1 and mul[0] in res, res
+    assert res[mul[0]]["value"] == pytest.approx(float(np.linalg.norm(x.astype(np.float64))), rel=1e-6)

@@ -31,7 +31,7 @@ import collections
 import onnx
 
 from onnxprobe.graph.explorer_ids import ExplorerIds, explorer_ids
-from onnxprobe.graph.walk import all_graphs, walk
+from onnxprobe.graph.walk import all_graphs, subgraphs, walk
 from onnxprobe.report.format import EXACT_DB, exact_db, finite
 from onnxprobe.types import forward_name
 
@@ -160,15 +160,29 @@ def diff_overlay(model: onnx.ModelProto, d: dict) -> dict:
     return res.data(f"onnxprobe diff: {what}{said}", [{"value": v, "bgColor": c} for v, c in SQNR_STEPS])
 
 
+def _declared(g: onnx.GraphProto) -> set[str]:
+    return ({i.name for i in g.input} | {t.name for t in g.initializer} | {t.values.name for t in g.sparse_initializer}
+            | {o for n in g.node for o in n.output})
+
+
 def _readers(model: onnx.ModelProto) -> dict[str, list[int]]:
-    """Main-graph value name -> the indices of the nodes that read it, in bodies too (where a body declares a
-    value of that name, its nodes read their own)."""
+    """Value name -> the indices of the nodes that read it, in bodies too. A name stands for its first
+    declaration in graph order (the main graph's, else the body's that holds it: an If branch's weights); a
+    node reads the declaration its own scope resolves the name to (its graph's, else the nearest enclosing
+    one's), so a body's node reading its body's weight counts, and one reading a body value that shadows a
+    main-graph name does not."""
+    declared = {id(g): _declared(g) for g in all_graphs(model.graph)}
+    meant: dict[str, int] = {}
+    for g in all_graphs(model.graph):
+        for name in declared[id(g)]:
+            meant.setdefault(name, id(g))
     out: dict[str, list[int]] = {}
     for s in walk(model):
-        own = set() if s.graph is model.graph else (
-            {i.name for i in s.graph.input} | {t.name for t in s.graph.initializer} | {o for n in s.graph.node for o in n.output})
-        for name in dict.fromkeys(i for i in s.node.input if i and i not in own):
-            out.setdefault(name, []).append(s.index)
+        scopes = [model.graph] + [dict(subgraphs(n))[attr] for n, attr in s.chain]  # outermost first, s.graph last
+        for name in dict.fromkeys(i for i in s.node.input if i):
+            home = next((g for g in reversed(scopes) if name in declared[id(g)]), None)
+            if home is not None and meant.get(name) == id(home):
+                out.setdefault(name, []).append(s.index)
     return out
 
 
