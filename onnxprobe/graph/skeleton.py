@@ -162,9 +162,11 @@ def _misfit(t: TensorProto, held: str) -> None:
 _TYPED = ("float_data", "int32_data", "string_data", "int64_data", "double_data", "uint64_data")
 
 
-def point_stubs_at(model: onnx.ModelProto, files: dict[str, tuple[str, int]]) -> None:
+def point_stubs_at(model: onnx.ModelProto, files: dict[str, tuple[str, int]]) -> list[TensorProto]:
     """Point the main graph's stubs (``stubs``) at external-data files, by name: ``{name: (file, length)}``,
-    each tensor at offset 0 of its file. Mutates ``model``, which must be a skeleton built for this."""
+    each tensor at offset 0 of its file. Mutates ``model``; returns the tensors pointed, which
+    ``unpoint_stubs`` makes stubs again (a plan's skeleton, serialised once pointed, is not copied first)."""
+    pointed = []
     for name, t in stubs(model).items():
         if name in files:
             location, length = files[name]
@@ -172,6 +174,16 @@ def point_stubs_at(model: onnx.ModelProto, files: dict[str, tuple[str, int]]) ->
             for k, v in (("location", location), ("offset", "0"), ("length", str(length))):
                 e = t.external_data.add()
                 e.key, e.value = k, v
+            pointed.append(t)
+    return pointed
+
+
+def unpoint_stubs(pointed: list[TensorProto]) -> None:
+    """``point_stubs_at``'s tensors made the stubs they were (``stub``'s one external-data entry)."""
+    for t in pointed:
+        del t.external_data[:]
+        e = t.external_data.add()
+        e.key, e.value = "location", STUB_LOCATION
 
 
 def model_digest(model: onnx.ModelProto) -> str:

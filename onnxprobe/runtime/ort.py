@@ -217,7 +217,7 @@ SKELETON_BYTES = 8 * 2**20  # above this much weight, sessions are built from a 
 
 
 def _make(ort, model: onnx.ModelProto, so, providers: list[str], weights: dict[str, onnx.TensorProto]):
-    from onnxprobe.graph.skeleton import check_data, large_initializers, skeleton, stubs as stubs_of, weight_bytes
+    from onnxprobe.graph.skeleton import check_data, large_initializers, skeleton, stubs as stubs_of, unpoint_stubs, weight_bytes
 
     stubs = list(stubs_of(model))
     if stubs or weight_bytes(model) >= SKELETON_BYTES:
@@ -226,16 +226,26 @@ def _make(ort, model: onnx.ModelProto, so, providers: list[str], weights: dict[s
         missing = [n for n in stubs if n not in weights]
         if missing:
             raise ExecutionError(f"no weights for {len(missing)} of the graph's stubbed initializers ({missing[0]!r}, ...)")
-        big = [(t.name, t) for t in large_initializers(model)] + [(n, weights[n]) for n in stubs]
-        sk = skeleton(model)
+        large = large_initializers(model)
+        big = [(t.name, t) for t in large] + [(n, weights[n]) for n in stubs]
+        # a skeleton already (a plan's probed copy: stubs, no big weight of its own) is serialised as it is,
+        # its stubs pointed at the weights for that moment only: a copy of its graph cost 4 MB resident more
+        # during the build (PP-OCRv4 det's probed copy, 4,651 nodes)
+        sk = skeleton(model) if large else model
         if hasattr(so, "add_external_initializers_from_files_in_memory"):
-            keep = _weights_in_place(so, sk, big, providers)
+            keep, pointed = _weights_in_place(so, sk, big, providers)
         else:  # an onnxruntime without in-memory external data: OrtValues, which it copies
             for _, t in big:
                 check_data(t)
-            keep = [onnx.numpy_helper.to_array(t) for _, t in big]
+            keep, pointed = [onnx.numpy_helper.to_array(t) for _, t in big], []
             so.add_external_initializers([n for n, _ in big], [ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(a)) for a in keep])
-        sess = ort.InferenceSession(sk.SerializeToString(), sess_options=so, providers=providers)
+        try:
+            data = sk.SerializeToString()
+        finally:
+            if sk is model:
+                unpoint_stubs(pointed)
+        del sk
+        sess = ort.InferenceSession(data, sess_options=so, providers=providers)
         sess._onnxprobe_keepalive = keep  # onnxruntime may read these buffers for as long as the session lives
         return sess
     if not is_large(model):
@@ -244,21 +254,20 @@ def _make(ort, model: onnx.ModelProto, so, providers: list[str], weights: dict[s
         return ort.InferenceSession(save_beside(model, d), sess_options=so, providers=providers)
 
 
-def _weights_in_place(so, sk: onnx.ModelProto, big: list[tuple[str, onnx.TensorProto]], providers: list[str]) -> list:
+def _weights_in_place(so, sk: onnx.ModelProto, big: list[tuple[str, onnx.TensorProto]], providers: list[str]) -> tuple[list, list]:
     """Hand ``big``'s bytes to onnxruntime as in-memory external-data files, one per tensor, and point
     ``sk``'s stubs at them. On CPU, onnxruntime then runs on these buffers in place
     (``use_external_initializer_file_buffers_directly``); ``add_external_initializers`` copies every
     weight once more (measured, onnxruntime 1.32, a 44 MB ResNet-18: +45 MB at session creation against
-    +7 MB). Returns the buffers, which must outlive the session."""
+    +7 MB). Returns the buffers, which must outlive the session, and the stubs pointed (``unpoint_stubs``)."""
     from onnxprobe.graph.skeleton import point_stubs_at, raw_bytes
 
     buffers = [raw_bytes(t) for _, t in big]
     files = {name: (f"onnxprobe-weight-{i}", b.nbytes) for i, ((name, _), b) in enumerate(zip(big, buffers))}
-    point_stubs_at(sk, files)
     if providers == ["CPUExecutionProvider"]:  # other providers copy their weights to their device anyway
         so.add_session_config_entry("session.use_external_initializer_file_buffers_directly", "1")
     so.add_external_initializers_from_files_in_memory([f for f, _ in files.values()], buffers, [n for _, n in files.values()])
-    return buffers
+    return buffers, point_stubs_at(sk, files)  # last: nothing can fail between this and their unpointing
 
 
 _OPSET_RE = re.compile(r"Current official support for domain ai\.onnx is till opset (\d+)")
