@@ -41,6 +41,10 @@ def selected_pairs(a: Side, b: Side, matching: Matching, sel: Selection) -> tupl
     Returns (pairs, the selected names of B, the selected names of A's observables)."""
     models = [a.model.proto] + ([b.model.proto] if b.model is not a.model else [])
     check_criteria(models, sel)
+    if sel.all and not (sel.ops or sel.names or sel.range):  # everything, graph inputs and their gradients too
+        # (no selection of either model to resolve: each select walked its whole graph for nothing)
+        every_b = {o.name for o in b.observation.observables} | {u.obs.name for u in matching.unmatched_b}  # saved strings too
+        return list(matching.pairs), every_b, {o.name for o in a.observation.observables + a.observation.no_numbers + a.observation.unscaled}
     # by name, and by key where sibling bodies share a name (``match.observe`` names such tensors by their key)
     in_a = {n for r in select(a.model.proto, sel, strict=False) for n in (r.name, r.key)}
     sel_b = Selection(sel.ops, sel.names, sel.all, None, sel.include_constants) if sel.range else sel
@@ -49,10 +53,6 @@ def selected_pairs(a: Side, b: Side, matching: Matching, sel: Selection) -> tupl
     def names(o: Observable) -> list[str]:
         base = [o.name, o.key, o.probe]
         return base + [f for f in (forward_name(n) for n in base) if f]  # a gradient stands for its tensor
-
-    if sel.all and not (sel.ops or sel.names or sel.range):  # everything, graph inputs and their gradients too
-        every_b = {o.name for o in b.observation.observables} | {u.obs.name for u in matching.unmatched_b}  # saved strings too
-        return list(matching.pairs), every_b, {o.name for o in a.observation.observables + a.observation.no_numbers + a.observation.unscaled}
     # a quantized value stands for its float layer's output: a dequantized QLinearConv or the rescaled float
     # result of a ConvInteger is a Conv output, though DequantizeLinear or Add writes it
     layer = (lambda o: o.kind != "float" and selects_op(sel, o.effective_op))

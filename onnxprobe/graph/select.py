@@ -255,6 +255,8 @@ def _ref(name: str, site: NodeSite | None, types: dict, outputs: set[str], kind:
 def check_criteria(models: list[onnx.ModelProto], sel: Selection) -> None:
     """Each ``--op`` must be an op type of one of ``models`` (or stand for one), and each ``--name`` glob
     must match a node, tensor or input name of one of them; else a UsageError with a suggestion."""
+    if not sel.ops and not sel.names:  # nothing to find (--all, --range, the default): no walk of the models
+        return
     sites = [walk(m) for m in models]
     present = {(s.node.op_type, s.node.domain) for ss in sites for s in ss}
     ops_present = {t for t, _ in present} | {f"{d}.{t}" for t, d in present if d not in ("", "ai.onnx")}
@@ -346,7 +348,10 @@ def check_selects(a: onnx.ModelProto, b: onnx.ModelProto | None, sel: Selection)
     check_criteria([a, b] if two else [a], sel)  # an --op or --name of neither model: said so first
     if sel.is_default and not sel.range:
         return
-    found = select(a, sel, strict=False) + (select(b, sel, strict=False) if two and not sel.range else [])
+    found = select(a, sel, strict=False)
+    if any(r.kind == "node" for r in found):  # a node's tensor of A: B need not be resolved too
+        return
+    found += select(b, sel, strict=False) if two and not sel.range else []
     if any(r.kind == "node" for r in found):
         return
     if found:  # graph inputs and weights as stored: the feeds are the same on both sides
