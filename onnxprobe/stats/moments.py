@@ -39,6 +39,9 @@ def _add(partials: list[float], x: float) -> list[float]:
 def exact_sum(parts: list[float]) -> list[float]:
     """The exact sum of ``parts`` in canonical form: [rounded sum, rounded remainder, ...], so equal exact
     sums have equal representations whatever order they were built in."""
+    if len(parts) == 1:  # one term is its own canonical form (0 none): PairSums.one makes five per pair
+        p = parts[0]
+        return [math.nan] if not math.isfinite(p) else [float(p)] if p else []
     acc: list[float] = []
     for p in parts:
         if not math.isfinite(p):  # a sum that overflowed (or is unknown) leaves the total unknown: [nan]
