@@ -43,8 +43,18 @@ def _values(t: onnx.TensorProto, raw: bytes, size: int) -> tuple[float, ...]:
         flat = np.frombuffer(raw, _DTYPES[t.data_type])
     if flat.size != size or not size:
         return ()
-    at = np.linspace(0, size - 1, min(size, SAMPLES)).astype(np.int64)
-    return tuple(float(v) for v in flat[at])
+    return tuple(flat[_positions(size)].tolist())
+
+
+def _positions(size: int) -> list[int]:
+    """``min(size, SAMPLES)`` evenly spaced flat positions of a weight of ``size`` elements: what
+    ``np.linspace(0, size - 1, n).astype(np.int64)`` gives (i * step, truncated, the last ``size - 1``), in the
+    same float64 arithmetic, without its ~10 us of array calls for each of a model's weights."""
+    n = min(size, SAMPLES)
+    if n < 2:  # one element (or none): linspace's one position, 0
+        return [0] * n
+    step = (size - 1) / (n - 1)
+    return [int(i * step) for i in range(n - 1)] + [size - 1]
 
 
 def float_constants(model: onnx.ModelProto, constants: list | None = None) -> dict[str, Weight]:
