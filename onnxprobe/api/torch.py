@@ -357,7 +357,7 @@ def _scalar_parameters(model: Model, params: dict[str, np.ndarray], known: set[s
 
 def _batchnorm_folds(mod) -> list[tuple[np.ndarray, np.ndarray]]:
     """The module's BatchNorms as an exporter folds them into the layer before (eval mode: running
-    statistics), each its per-channel (scale, shift) in float64 (``torch.params.batchnorm_fold``)."""
+    statistics), each its per-channel (scale, shift) in float64 (``torch.param_values.batchnorm_fold``)."""
     return [(b.scale, b.shift) for b in batchnorm_statistics(mod)]
 
 

@@ -2,7 +2,7 @@
 into it, by the chain rule. Both exporters fold each eval-mode BatchNorm into the Conv before it, and dynamo
 also into a ConvTranspose and a Linear's Gemm (legacy keeps the BatchNormalization there; neither folds into
 a MatMul; measured, torch 2.13): ``W' = W * s`` per output channel (a Conv's and a Gemm's first axis, a
-ConvTranspose's second, per group: ``params.channel_scales``) and ``b' = (b - mean) * s + beta``, with
+ConvTranspose's second, per group: ``param_values.channel_scales``) and ``b' = (b - mean) * s + beta``, with
 ``s = gamma / sqrt(var + eps)``.
 No initializer holds W, b, gamma or beta, but the ONNX gradients of W' and b' (onnxprobe's backward graph)
 give theirs: ``dL/dW = dL/dW' * s``, ``dL/db = dL/db' * s``, ``dL/dbeta = dL/db'`` (b' is read per channel)
@@ -25,7 +25,8 @@ from onnx import numpy_helper
 from onnxprobe.graph.builder import GraphBuilder, all_names, opset_version
 from onnxprobe.match.engine import FOLDED, Pair, Unmatched
 from onnxprobe.match.observe import Observable
-from onnxprobe.torch.params import NOT_AN_EXPORT, ParamMap, channel_scales
+from onnxprobe.torch.param_values import channel_scales
+from onnxprobe.torch.params import NOT_AN_EXPORT, ParamMap
 from onnxprobe.torch.pairing import BATCHNORMS
 from onnxprobe.torch.runner import to_numpy
 from onnxprobe.types import grad_name
@@ -49,7 +50,7 @@ class Fold:
     op: str = "Conv"  # the fused layer: Conv, ConvTranspose or Gemm
 
     def per_weight(self, v: np.ndarray) -> np.ndarray:
-        """``v`` (one per output channel) laid out along W's output channels (``params.channel_scales``)."""
+        """``v`` (one per output channel) laid out along W's output channels (``param_values.channel_scales``)."""
         return channel_scales(self.w.shape, v, transposed=self.op == "ConvTranspose")[0]
 
     def params(self) -> list[str]:
@@ -89,7 +90,7 @@ class BatchNormStats:
 
 def batchnorm_statistics(mod) -> list[BatchNormStats]:
     """The module's eval-mode BatchNorms with running statistics (``find_folds``, and the (scale, shift) of
-    ``params.batchnorm_fold`` that tells a folded weight from other values)."""
+    ``param_values.batchnorm_fold`` that tells a folded weight from other values)."""
     out = []
     for path, m in mod.named_modules():
         if type(m).__name__ not in BATCHNORMS or getattr(m, "running_var", None) is None:

@@ -29,7 +29,6 @@ contradicts the module (``ParamMap.contradicts``: the model is not an export of 
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -37,6 +36,8 @@ import onnx
 from onnx import numpy_helper
 
 from onnxprobe.torch.module_params import foreign_readers, innermost
+from onnxprobe.torch.param_values import (batchnorm_fold, broadcast_axes, broadcast_of, changed_copies, digest,
+                                            rounded)
 
 
 @dataclass
@@ -80,46 +81,8 @@ class ParamMap:
         return f"{init}[{self.copies[init]}]" if init in self.copies else init
 
 
-def _digest(a: np.ndarray) -> tuple:
-    a = np.ascontiguousarray(a)
-    return a.shape, a.dtype.str, hashlib.blake2b(a.tobytes(), digest_size=16).digest()
-
-
 DERIVED = "derived from the parameters by the exporter (folded, reordered or reshaped)"
 NOT_AN_EXPORT = "the model is not an export of the module as it is now (compare the weights, or re-export)"
-
-
-def batchnorm_fold(v: np.ndarray, p: np.ndarray, folds: list[tuple[np.ndarray, np.ndarray]]) -> bool:
-    """Whether initializer ``v`` is parameter ``p`` with one of the BatchNorms ``folds`` (each its per-channel
-    scale and shift: ``y = x * scale + shift``) folded in: a weight scaled along its output channels, or a
-    bias scaled and shifted. A float32 fold is off by ~1e-7 of the values (measured, dynamo)."""
-    if v.shape != p.shape or not v.ndim:
-        return False
-    v64, p64 = v.astype(np.float64), p.astype(np.float64)
-    rtol = 1e-2 if min(v.dtype.itemsize, p.dtype.itemsize) <= 2 else 1e-4  # a 16-bit fold rounds at ~1e-3
-    for scale, shift in folds:
-        for per in channel_scales(v.shape, scale):
-            want = p64 * per + (shift if v.ndim == 1 else 0)
-            if np.allclose(v64, want, rtol=rtol, atol=rtol * float(np.abs(want).max(initial=0.0))):
-                return True
-    return False
-
-
-def channel_scales(shape: tuple, scale: np.ndarray, transposed: bool | None = None) -> list[np.ndarray]:
-    """``scale`` (one per output channel) laid out to multiply a weight of ``shape`` along its output channels:
-    its first axis (a Conv's [out, in/groups, k...], a Gemm's [out, in] with transB, a bias) and, for
-    ``transposed`` None or True, a ConvTranspose's [in, out/groups, k...], whose output channel of row i and
-    column j is ``(i // (in/groups)) * (out/groups) + j``; the groups are ``len(scale) / shape[1]``. None: both
-    layouts that fit (the values decide); False / True: that one only."""
-    shape, n, out = tuple(shape), len(scale), []
-    if transposed is not True and shape and shape[0] == n:
-        out.append(scale.reshape((-1,) + (1,) * (len(shape) - 1)))
-    if transposed is not False and len(shape) >= 3 and shape[1] and n % shape[1] == 0:
-        groups = n // shape[1]
-        if shape[0] % groups == 0:
-            rows = np.repeat(scale.reshape(groups, shape[1]), shape[0] // groups, axis=0)  # [in, out/groups]
-            out.append(rows.reshape(shape[:2] + (1,) * (len(shape) - 2)))
-    return out
 
 
 def _other_values(i: str, v: np.ndarray, p: np.ndarray, folds: list) -> tuple[str, bool]:
@@ -140,86 +103,7 @@ def _copies_of_one(equal: list[str], alike: list[str], owners: dict[str, set[str
     may hold; ``alike``: every parameter of those values): it alone has them, several modules hold it
     (``owners``), and no buffer has them (a fresh BatchNorm's running variance is its weight's ones)."""
     return (len(equal) == 1 and alike == equal and len((owners or {}).get(equal[0]) or ()) > 1
-            and not any(_digest(b) == d for b in (buffers or {}).values()))
-
-
-def _broadcast_axes(p_shape: tuple, v_shape: tuple) -> tuple[int, ...]:
-    """The axes of ``v_shape`` that ``np.broadcast_to`` of a ``p_shape`` array adds or expands."""
-    lead = len(v_shape) - len(p_shape)
-    return tuple(range(lead)) + tuple(lead + k for k, n in enumerate(p_shape) if n == 1 and v_shape[lead + k] != 1)
-
-
-def _broadcast_of(v: np.ndarray, params: dict[str, np.ndarray]) -> list[str]:
-    """The parameters whose ``np.broadcast_to`` to ``v``'s shape is ``v`` exactly, more values than they hold;
-    a parameter of all-equal values (zeros, ones) is left out: any constant of those values would be its copy."""
-    out = []
-    for name, p in params.items():
-        if p.size >= v.size or p.ndim > v.ndim or p.dtype != v.dtype or p.size < 2:
-            continue
-        lead = v.ndim - p.ndim
-        if any(n not in (1, m) for n, m in zip(p.shape, v.shape[lead:])) or np.all(p == p.flat[0]):
-            continue
-        if np.array_equal(np.broadcast_to(p, v.shape), v):
-            out.append(name)
-    return out
-
-
-def _masked_or_clamped(c: np.ndarray, p: np.ndarray) -> bool:
-    """Whether ``c`` (in ``p``'s layout) is what a module computes from ``p`` itself and an exporter folds into a
-    constant, not an edit: the values that differ are all zeros (a mask, w * (1 - eye)) or all at c's own bound
-    where p is past it (w.clamp(lo, hi))."""
-    off = c != p
-    new, old = c[off], p[off]
-    if not new.size:
-        return False
-    lo, hi = c.min(), c.max()
-    return bool((new == 0).all() or (((new == lo) & (old < lo)) | ((new == hi) & (old > hi))).all())
-
-
-def _changed_copies(v: np.ndarray, params: dict[str, np.ndarray]) -> list[tuple[str, str, int]]:
-    """The parameters ``v`` holds, in some layout (as it is, transposed, with unit axes, broadcast), in all but a
-    few of their values (at least one, at most a tenth): (parameter, the layout said, how many values differ).
-    The values they agree on must not be all one value (zeros, ones): any constant would agree with a bias then.
-    A weight the exporter computes from a parameter (scaled, folded, reordered gates) differs in most values."""
-    out = []
-    for name, p in params.items():
-        if p.dtype != v.dtype or p.size < 2 or v.size < p.size:
-            continue
-        masks = []
-        if v.shape == p.shape:
-            masks.append(("", v != p))
-            if _masked_or_clamped(v, p):
-                continue
-        if p.ndim == 2 and v.shape == p.T.shape:  # a square one both ways: the fewer values changed tell
-            masks.append(("transposed", v.T != p))
-            if _masked_or_clamped(v.T, p):
-                continue
-        if v.shape != p.shape and v.size == p.size and np.squeeze(v).shape == np.squeeze(p).shape:
-            masks.append((f"with unit axes added ({'x'.join(map(str, v.shape))})", v.reshape(p.shape) != p))
-            if _masked_or_clamped(v.reshape(p.shape), p):
-                continue
-        lead = v.ndim - p.ndim
-        if v.size > p.size and lead >= 0 and all(n in (1, m) for n, m in zip(p.shape, v.shape[lead:])):
-            axes = _broadcast_axes(p.shape, v.shape)
-            off = (v != np.broadcast_to(p, v.shape)).any(axis=axes, keepdims=True).reshape(p.shape)
-            masks.append((f"broadcast to {'x'.join(map(str, v.shape))}", off))
-        best = None
-        for how, off in masks:
-            k = int(off.sum())
-            kept = p[~off]
-            if 1 <= k <= max(1, p.size // 10) and kept.size and kept.min() != kept.max() and (best is None or k < best[2]):
-                best = (name, how, k)
-        if best is not None:
-            out.append(best)
-    return out
-
-
-def _rounded(v: np.ndarray, c: np.ndarray) -> bool:
-    """``v`` is ``c`` up to float rounding (a few units in the last place of ``v``'s dtype)."""
-    if v.shape != c.shape or not v.size or v.dtype.kind != "f":
-        return False
-    tol = 8 * float(np.finfo(v.dtype).eps)
-    return bool(np.allclose(v.astype(np.float64), c.astype(np.float64), rtol=tol, atol=tol * float(np.abs(c).max())))
+            and not any(digest(b) == d for b in (buffers or {}).values()))
 
 
 def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits: list[str],
@@ -254,13 +138,13 @@ def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits:
     by_value: dict[tuple, list[str]] = {}
     by_transpose: dict[tuple, list[str]] = {}
     for name, v in params.items():
-        by_value.setdefault(_digest(v), []).append(name)
+        by_value.setdefault(digest(v), []).append(name)
         if v.ndim == 2:
-            by_transpose.setdefault(_digest(v.T), []).append(name)
+            by_transpose.setdefault(digest(v.T), []).append(name)
     # with unit axes dropped: PReLU's and GroupNorm's weights are stored as [C, 1, 1] or [1, C, 1, 1]
     by_squeezed: dict[tuple, list[str]] = {}
     for name, v in params.items():
-        by_squeezed.setdefault(_digest(np.squeeze(v)), []).append(name)
+        by_squeezed.setdefault(digest(np.squeeze(v)), []).append(name)
     out = ParamMap()
     init_value = {i: values[i] for i in inits if i in values}
 
@@ -268,7 +152,7 @@ def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits:
         readers = {r for r in (users or {}).get(i) or () if modules is None or r in modules}
         return names if i in params else [q for q in names if not foreign_readers(readers, (owners or {}).get(q) or {q.rpartition(".")[0]})]
     for i, v in list(init_value.items()):
-        d, dq = _digest(v), _digest(np.squeeze(v))
+        d, dq = digest(v), digest(np.squeeze(v))
         cands = list(dict.fromkeys(by_value.get(d, []) + by_transpose.get(d, []) + (by_squeezed.get(dq, []) if v.size else [])))
         if cands and i not in params and not held_by_readers(i, cands):
             readers = ", ".join(sorted(innermost({r for r in users[i] if modules is None or r in modules})))
@@ -277,14 +161,14 @@ def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits:
             del init_value[i]
     same_class: dict[tuple, list[str]] = {}
     for i, v in init_value.items():
-        same_class.setdefault(_digest(v), []).append(i)
+        same_class.setdefault(digest(v), []).append(i)
     claimed: set[str] = set()
     derived: set[str] = set()  # initializers no parameter explains (refused with DERIVED)
     # read as a MatMul's B (or a Gemm's B without transB): a Linear weight, which torch holds transposed
     read_as_b = {n.input[1] for n in model.graph.node if len(n.input) > 1 and (n.op_type == "MatMul" or (
         n.op_type == "Gemm" and not any(a.name == "transB" and a.i for a in n.attribute)))}
     for i, v in init_value.items():
-        d = _digest(v)
+        d = digest(v)
         equal = held_by_readers(i, by_value.get(d, []))
         if equal and v.ndim == 2 and v.shape[0] == v.shape[1] and i not in params and by_transpose.get(d):
             # a square weight that equals a parameter both as it is and transposed (all zeros, an identity, or
@@ -331,7 +215,7 @@ def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits:
         if len(t) >= 1 and len(same_class[d]) == 1:
             out.links[i] = ParamLink(i, list(t), transposed=True, how="the parameter transposed (a MatMul weight)")
             continue
-        sq = by_squeezed.get(_digest(np.squeeze(v)), []) if v.size else []
+        sq = by_squeezed.get(digest(np.squeeze(v)), []) if v.size else []
         sq = held_by_readers(i, sq)
         # one parameter, and no other initializer of this shape and these values: those that hold it in other
         # layouts (as it is, transposed) are other reads of it, a tie summed below, as a transposed copy is
@@ -339,13 +223,13 @@ def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits:
             out.links[i] = ParamLink(i, list(sq), shape=tuple(v.shape),
                                      how=f"the parameter with unit axes added ({'x'.join(map(str, v.shape))})")
             continue
-        bc = held_by_readers(i, _broadcast_of(v, params)) if v.size else []
+        bc = held_by_readers(i, broadcast_of(v, params)) if v.size else []
         if len(bc) == 1 and len(same_class[d]) == 1:
-            axes = _broadcast_axes(params[bc[0]].shape, v.shape)
+            axes = broadcast_axes(params[bc[0]].shape, v.shape)
             out.links[i] = ParamLink(i, bc, broadcast=axes, how=f"the parameter broadcast to {'x'.join(map(str, v.shape))} "
                                                                f"(its copies along axes {', '.join(map(str, axes))})")
             continue
-        held_by = [b for b, bv in (buffers or {}).items() if _digest(bv) == d]
+        held_by = [b for b, bv in (buffers or {}).items() if digest(bv) == d]
         if held_by:  # a buffer (BatchNorm's running mean, a registered constant): torch has no gradient for it
             out.refused[i] = (f"holds the buffer {held_by[0] if i not in held_by else i}, not a parameter: torch autograd "
                               "gives buffers no gradient")
@@ -353,7 +237,7 @@ def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits:
         out.refused[i] = (DERIVED + ": no torch parameter holds these values")
         derived.add(i)
     for b, bv in (buffers or {}).items():  # a buffer no initializer of its own holds, equal to a linked one
-        held = same_class.get(_digest(bv), [])
+        held = same_class.get(digest(bv), [])
         if b not in params and len(held) == 1 and held[0] in out.links:
             link = out.links.pop(held[0])
             out.refused[held[0]] = (f"holds the parameter{'s' if len(link.params) > 1 else ''} {', '.join(link.params)} and, "
@@ -397,7 +281,7 @@ def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits:
         claimed.update(link.params)
     explained: set[str] = set()  # a weight torch computes from parameters, folded by the exporter
     for i in sorted(derived & set(out.refused)):
-        got = next((c for c, (cv, _) in (computed or {}).items() if _rounded(init_value[i], cv)), None)
+        got = next((c for c, (cv, _) in (computed or {}).items() if rounded(init_value[i], cv)), None)
         if got is not None:
             srcs = computed[got][1]
             out.refused[i] = (f"holds {got}, which torch computes from {', '.join(srcs)} (a parametrization, as "
@@ -429,7 +313,7 @@ def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits:
                 out.copies[i] = q
                 derived.discard(i)
                 continue
-            if len(twins) == 1 and len(_changed_copies(init_value[i], params)) == 1:
+            if len(twins) == 1 and len(changed_copies(init_value[i], params)) == 1:
                 continue  # its only holder (a Linear's weight transposed) changed in a few values: a changed copy, below
             if len(twins) == 1:
                 q = twins[0]
@@ -441,7 +325,7 @@ def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits:
                 out.copies[i] = q
                 derived.discard(i)
     for i in sorted(derived & set(out.refused)):  # a copy of one parameter, changed in a few values
-        near = _changed_copies(init_value[i], params)
+        near = changed_copies(init_value[i], params)
         if len(near) == 1:
             q, how, k = near[0]
             out.refused[i] = (f"holds the torch parameter {q}{' ' + how if how else ''} but for {k} of its {params[q].size} "
@@ -456,7 +340,7 @@ def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits:
         if p not in claimed and p not in out.unused:
             # initializers that hold its values, each standing for another parameter of those values or refused
             # as one of several alike (a split copy): said as A's side says it, never "no initializer holds it"
-            held = same_class.get(_digest(v), []) + (same_class.get(_digest(v.T), []) if v.ndim == 2 else [])
+            held = same_class.get(digest(v), []) + (same_class.get(digest(v.T), []) if v.ndim == 2 else [])
             held = list(dict.fromkeys(held))
             names = ", ".join(held[:3]) + (" …" if len(held) > 3 else "")
             if len(held) > 1:
