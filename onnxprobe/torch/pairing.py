@@ -23,29 +23,26 @@ The model's outputs pair with what the module returns, by position. Every pair s
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import numpy as np
-from onnx import TensorProto
 
 from onnxprobe.compare.sides import Side
 from onnxprobe.errors import UsageError, setting_error
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.shapes import concrete_sizes
-from onnxprobe.graph.tensor_data import tensor_values
 from onnxprobe.graph.walk import constant_tensors
 from onnxprobe.match.engine import (DIFFERENT_FUNCTION, FOLDED, NO_COUNTERPART, NOT_OBSERVABLE, OTHER_SHAPE, MAP, Matching, Pair,
                                     Unmatched, shapes_agree)
 from onnxprobe.match.modules import exporter, module_scopes
 from onnxprobe.match.observe import Observable, Observation
 from onnxprobe.runtime.budget import default_budget
+from onnxprobe.torch.module_outputs import (BATCHNORMS, folded_outputs, fused_batchnorm, one_permutation,
+                                            returned_tensors, unscoped_reader, unwrapped_scopes)
 from onnxprobe.torch.runner import OUTPUT, PERM, Forward, TorchRunner
 from onnxprobe.torch.load import VS_TORCH
 
-FLOATS = (TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.BFLOAT16)
-BATCHNORMS = ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm")
 NO_SCOPES = ("the ONNX file carries no module scopes (the dynamo exporter keeps them at opset >= 18, onnx's version "
              "converter drops them; legacy exports keep them in node names): only the model outputs are compared")
 ELIDED = ("Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "Identity")
@@ -109,7 +106,7 @@ def pair_with_module(model: Model, observation: Observation, runner: TorchRunner
     value} on ``feeds``, which tells which of several tensors leaving a module's scope it returns."""
     modules = dict(runner.module.named_modules())
     classes = {p: type(m).__name__ for p, m in modules.items()}
-    scopes = _unwrapped(module_scopes(model.proto, set(modules)), runner.module)
+    scopes = unwrapped_scopes(module_scopes(model.proto, set(modules)), runner.module)
     obs_by_name = {o.name: o for o in observation.observables}
     leaving = {p: [t for t in s.outputs if t in obs_by_name] for p, s in scopes.items() if p}
     leaving = {p: ts for p, ts in leaving.items() if ts}
@@ -122,7 +119,7 @@ def pair_with_module(model: Model, observation: Observation, runner: TorchRunner
     fw: Forward = runner.forward(feeds, keep)
     if keep:
         runner.remember(feeds, fw)
-    candidates, refused = _returned(leaving, fw, obs_by_name, onnx_values)
+    candidates, refused = returned_tensors(leaving, fw, obs_by_name, onnx_values)
     kind = exporter(model.proto)
     how = {"dynamo": "torch-metadata", "legacy": "torch-scope"}.get(kind, "torch-scope")
     pairs: list[Pair] = []
@@ -191,7 +188,7 @@ def pair_with_module(model: Model, observation: Observation, runner: TorchRunner
                 note(p, f"its scope's tensors are not observable here ({s.output!r})", NOT_OBSERVABLE)
             elif cls in ELIDED:
                 note(p, f"no ONNX node: the exporter elides {cls} in eval mode (it is the identity)", NOT_OBSERVABLE)
-            elif (fused := _fused_into(p, scopes, classes, order, fw.fed_by)) is not None:
+            elif (fused := fused_batchnorm(p, scopes, classes, order, fw.fed_by)) is not None:
                 note(p, f"no ONNX node of its own: the exporter's optimizer fused it into {fused} "
                         f"({', '.join(scopes[fused].rewrites)}); compared there", FOLDED)
             else:
@@ -204,7 +201,7 @@ def pair_with_module(model: Model, observation: Observation, runner: TorchRunner
         a = obs_by_name[t]
         torch_shape = fw.shapes.get(p)
         if a.shape is not None and torch_shape is not None and not shapes_agree(a.shape, tuple(torch_shape)):
-            perm = _permutation(torch_shape, a.shape)
+            perm = one_permutation(torch_shape, a.shape)
             if perm is None:
                 note(p, f"{t!r} has shape {list(a.shape)} in ONNX but {list(torch_shape)} in torch (another shape, "
                         "and no single transposition of torch's gives it)", OTHER_SHAPE)
@@ -224,8 +221,8 @@ def pair_with_module(model: Model, observation: Observation, runner: TorchRunner
     if traced and nodeless:
         branch = {p: (f"the ONNX graph holds module {_names(traced)}'s nodes but torch ran {_names(nodeless)}: the export "
                       "traced another branch of forward()'s control flow (or other inputs)") for p in traced + nodeless}
-    readers = {p: _unscoped_reader(model.proto, p, modules[p]) if kind is not None else None for p in nodeless}
-    folded = _folded_outputs(model.proto, runner, feeds, fw, [p for p in nodeless if kind is not None
+    readers = {p: unscoped_reader(model.proto, p, modules[p]) if kind is not None else None for p in nodeless}
+    folded = folded_outputs(model.proto, runner, feeds, fw, [p for p in nodeless if kind is not None
                                                               and p not in branch and readers[p] is None])
     for p in nodeless:
         reader = readers[p]
@@ -286,47 +283,8 @@ def _from_constants(how: str) -> str:
     return f"computed from constants alone: {how} constants of the export, not layer outputs: not compared"
 
 
-def _folded_outputs(proto, runner: TorchRunner, feeds: dict[str, np.ndarray], fw: Forward, paths: list[str]
-                    ) -> dict[str, str]:
-    """module -> the main graph's initializer (or Constant) that holds its output ("initializer 'w'"), for those of
-    ``paths`` (modules that ran and left no node) whose torch output a constant of the graph equals: the exporter
-    folded a module of
-    constant inputs whole (an Embedding of ``arange(n)``, n static: Whisper's embed_positions). Found by value,
-    where a constant of the module's shape is: only then is the module run again, keeping those outputs."""
-    consts: dict[str, TensorProto] = {t.name: t for t in proto.graph.initializer}
-    inits = set(consts)
-    for n in proto.graph.node:
-        if n.op_type == "Constant" and n.output and n.attribute and n.attribute[0].name == "value":
-            consts[n.output[0]] = n.attribute[0].t
-    by_shape: dict[tuple[int, ...], list[str]] = {}
-    for name, t in consts.items():
-        if t.data_type in FLOATS:
-            by_shape.setdefault(tuple(t.dims), []).append(name)
-    ask = {p: by_shape[tuple(fw.shapes[p])] for p in paths if tuple(fw.shapes.get(p, (-1,))) in by_shape}
-    if not ask:
-        return {}
-    got = runner.forward(feeds, set(ask)).values
-    out: dict[str, str] = {}
-    for p, names in ask.items():
-        if p not in got:
-            continue
-        b = np.asarray(got[p], np.float64)
-        t = next((t for t in names[:64] if _relative_error(np.asarray(tensor_values(consts[t]), np.float64), b) <= 1e-6),
-                 None)
-        if t is not None:
-            out[p] = f"{'initializer' if t in inits else 'Constant output'} {t!r}"
-    return out
-
-
-def _unscoped_reader(proto, path: str, module):
-    """The first node of the main graph that reads one of ``module``'s parameters by its name (``a.weight``),
-    and that name: the module's computation is in the graph though no node carries its scope."""
-    names = {f"{path}.{n}" for n, _ in module.named_parameters()}
-    inits = {t.name for t in proto.graph.initializer}
-    return next(((n, i) for n in proto.graph.node for i in n.input if i in names and i in inits), None)
-
-
 def _leaf(m) -> bool:
+    """Whether module ``m`` has no children (a layer, not a container)."""
     return not any(True for _ in getattr(m, "children", lambda: ())())
 
 
@@ -336,94 +294,3 @@ def _names(paths: list[str], shown: int = 3) -> str:
     return ", ".join(paths[:shown]) + (f" and {len(paths) - shown} more" if len(paths) > shown else "")
 
 
-def _returned(leaving: dict[str, list[str]], fw: Forward, obs_by_name: dict, onnx_values: Callable | None
-              ) -> tuple[dict[str, str], dict[str, str]]:
-    """(module -> the tensor leaving its scope that holds what its forward returns, module -> why none does).
-    A forward may compute after its return value (``self.aux = y * 2 + 1``, a statistic kept on self) and the
-    parent read both: the last tensor to leave is then not the output. Those of torch's shape are the
-    candidates; where several are, values decide: the one closest to torch's, if closer than torch's value
-    is large (SQNR > 0 dB; an add of y has SQNR -9 dB against y, a float32 export's own one ~150 dB)."""
-    chosen: dict[str, str] = {}
-    refused: dict[str, str] = {}
-    ask: dict[str, list[str]] = {}
-    for p, ts in leaving.items():
-        shape = fw.shapes.get(p)
-        fit = [t for t in ts if shape is None or shapes_agree(obs_by_name[t].shape, tuple(shape))]
-        if len(fit) > 1 and onnx_values is not None and p in fw.values:
-            ask[p] = fit
-        else:  # none of torch's shape: the last, which the pairing transposes or says has another shape
-            chosen[p] = (fit or ts)[-1]
-    got = onnx_values(sorted({t for ts in ask.values() for t in ts})) if ask else {}
-    for p, ts in ask.items():
-        b = np.asarray(fw.values[p], np.float64)
-        errs = {t: _relative_error(np.asarray(got[t], np.float64), b) for t in ts
-                if t in got and np.shape(got[t]) == b.shape}
-        best = min(errs, key=errs.get, default=None)
-        if best is not None and errs[best] < 1:
-            chosen[p] = best
-            continue
-        names = ", ".join(repr(t) for t in ts[:4]) + (" …" if len(ts) > 4 else "")
-        closest = f" (the closest, {best!r}, is {_db(errs[best])} from it)" if best is not None else ""
-        refused[p] = (f"none of the {len(ts)} tensors of its shape that leave its scope ({names}) holds what its forward "
-                      f"returns{closest}: the export computes it elsewhere, or not at all")
-    return chosen, refused
-
-
-def _relative_error(a: np.ndarray, b: np.ndarray) -> float:
-    """||a - b|| / ||b|| (NaN where both are NaN counts as equal); inf where b is all zero and a is not."""
-    d = np.where(np.isnan(a) & np.isnan(b), 0.0, a - b)
-    num, den = float(np.linalg.norm(d.ravel())), float(np.linalg.norm(np.nan_to_num(b).ravel()))
-    if not np.isfinite(num):
-        return float("inf")
-    return num / den if den > 0 else (0.0 if num == 0 else float("inf"))
-
-
-def _db(err: float) -> str:
-    return f"SQNR {-20 * np.log10(err):.3g} dB" if np.isfinite(err) else "SQNR -inf dB"
-
-
-def _permutation(torch_shape: tuple[int, ...], onnx_shape) -> tuple[int, ...] | None:
-    """The one axis permutation that turns torch's shape into the ONNX one (an LSTM's output kept
-    sequence-major), or None when there is none or more than one (equal dimensions: which is which is
-    unknown)."""
-    if len(torch_shape) != len(onnx_shape) or len(torch_shape) > 6 or not all(isinstance(d, int) for d in onnx_shape):
-        return None
-    perms = [perm for perm in itertools.permutations(range(len(torch_shape)))
-             if tuple(torch_shape[i] for i in perm) == tuple(onnx_shape)]
-    return perms[0] if len(perms) == 1 else None
-
-
-def _fused_into(path: str, scopes: dict, classes: dict, order: list[str], fed_by: dict[str, str]) -> str | None:
-    """The BatchNormalization whose nodes the exporter's optimizer rewrote (dynamo FuseBatchNormIntoConv) to
-    hold ``path``'s work: the BatchNorm carrying such a rewrite that ``path``'s output fed (``fed_by``), else
-    the first sibling of it run after it (``order``: the forward pass's module order) that is one (conv2's
-    is bn2, not the block's first BatchNorm, bn1)."""
-    fed = next((bn for bn, p in fed_by.items() if p == path and classes.get(bn) in BATCHNORMS
-                and bn in scopes and scopes[bn].rewrites), None)
-    if fed is not None:
-        return fed
-    parent = path.rpartition(".")[0]
-    after = order[order.index(path) + 1:] if path in order else []
-    return next((p for p in after if p.rpartition(".")[0] == parent and classes.get(p) in BATCHNORMS
-                 and p in scopes and scopes[p].rewrites), None)
-
-
-def _unwrapped(scopes: dict, module) -> dict:
-    """The export's scopes under the torch model's paths where the model wraps the exported module as its one
-    child (nn.DataParallel's ``module``, torch.compile's ``_orig_mod``): the scopes then name the child's
-    paths (``a``; legacy's names may find ``module.a`` already), never the model's, and the root's is the
-    child's too."""
-    children = [n for n, _ in module.named_children()]
-    paths = {p for p, _ in module.named_modules()}
-    inner = set(scopes) - {""}
-    if len(children) != 1 or "" not in scopes or children[0] in scopes:
-        return scopes
-    head = children[0]
-    renamed = {q: q for q in inner if q.startswith(head + ".")}  # legacy: its names found the child's paths
-    if len(renamed) < len(inner):
-        renamed = {q: f"{head}.{q}" for q in inner if f"{head}.{q}" in paths and q not in paths}
-    if not inner or len(renamed) < len(inner):
-        return scopes
-    out = {"": scopes[""], head: replace(scopes[""], path=head)}
-    out.update({renamed[q]: replace(s, path=renamed[q]) for q, s in scopes.items() if q})
-    return out
