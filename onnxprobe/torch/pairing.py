@@ -98,6 +98,46 @@ def _observable(path: str, cls: str, shape, index: int, a: Observable | None = N
                       module=None if path.startswith("output[") else path)
 
 
+@dataclass
+class _ModulePairing:
+    """What the steps of ``pair_with_module`` share: the export, the torch module and its one forward pass, the
+    tensors leaving each module's scope and the one each returns, and the pairs and unmatched modules so far."""
+    model: Model
+    runner: TorchRunner
+    feeds: dict[str, np.ndarray]
+    modules: dict[str, object]  # module path -> the module
+    classes: dict[str, str]  # module path -> its class name
+    scopes: dict  # module path -> its scope in the export (``match.modules.module_scopes``)
+    obs_by_name: dict[str, Observable]  # A's observables by ONNX tensor name
+    leaving: dict[str, list[str]]  # module path -> the observable tensors leaving its scope
+    fw: Forward
+    candidates: dict[str, str]  # module path -> the tensor holding what it returns (``returned_tensors``)
+    refused: dict[str, str]  # module path -> why none of its leaving tensors does
+    kind: str | None  # the exporter ("dynamo", "legacy"), None where the file says neither
+    owner: dict[str, str] = field(default_factory=dict)  # tensor -> the innermost module leaving through it
+    folded_into: dict[str, str] = field(default_factory=dict)  # layer -> the BatchNorm legacy folded into it
+    nodeless: list[str] = field(default_factory=list)  # modules that ran and have no node, nor a reason of their own
+    pairs: list[Pair] = field(default_factory=list)
+    unmatched: list[Unmatched] = field(default_factory=list)
+    constants: set[str] | None = None  # the graph's tensors no model input reaches, once asked
+
+    @property
+    def how(self) -> str:
+        """The strategy a module's pair is made by, after the exporter's scopes."""
+        return {"dynamo": "torch-metadata", "legacy": "torch-scope"}.get(self.kind, "torch-scope")
+
+    def fixed(self) -> set[str]:
+        """The graph's tensors no model input reaches (walked once, where asked)."""
+        if self.constants is None:
+            self.constants = constant_tensors(self.model.proto)
+        return self.constants
+
+    def note(self, path: str, reason: str, cause: str) -> None:
+        """Lists module (or ``output[K]``) ``path`` as unmatched, with the reason and its cause."""
+        self.unmatched.append(Unmatched(_observable(path, self.classes.get(path, "?"), self.fw.shapes.get(path), 1 << 30),
+                                        reason, cause))
+
+
 def pair_with_module(model: Model, observation: Observation, runner: TorchRunner, feeds: dict[str, np.ndarray],
                      budget: int | None = None, onnx_values: Callable | None = None) -> TorchPairing:
     """Map, run once, pair. The candidate modules' outputs of that pass are kept for the diff's first
@@ -105,177 +145,239 @@ def pair_with_module(model: Model, observation: Observation, runner: TorchRunner
     memory budget); else the diff runs the module again per chunk. ``onnx_values(names)``: {ONNX tensor:
     value} on ``feeds``, which tells which of several tensors leaving a module's scope it returns."""
     modules = dict(runner.module.named_modules())
-    classes = {p: type(m).__name__ for p, m in modules.items()}
     scopes = unwrapped_scopes(module_scopes(model.proto, set(modules)), runner.module)
     obs_by_name = {o.name: o for o in observation.observables}
-    leaving = {p: [t for t in s.outputs if t in obs_by_name] for p, s in scopes.items() if p}
-    leaving = {p: ts for p, ts in leaving.items() if ts}
-    sizes = concrete_sizes(model.proto, {k: v.shape for k, v in feeds.items()})
-    need = sum(sizes.get(ts[-1], 0) for ts in leaving.values())
-    keep = set(leaving) if need <= (budget if budget is not None else default_budget() // 8) else set()
-    model_outputs = {o.name for o in model.proto.graph.output}
-    keep |= {p for p, ts in leaving.items() if model_outputs & set(ts)}  # to check they are what forward() returns
-    keep |= {p for p, ts in leaving.items() if len(ts) > 1}  # several leave: torch's value tells which it returns
+    leaving = _leaving(scopes, obs_by_name)
+    keep = _kept(model, feeds, leaving, budget)
     fw: Forward = runner.forward(feeds, keep)
     if keep:
         runner.remember(feeds, fw)
     candidates, refused = returned_tensors(leaving, fw, obs_by_name, onnx_values)
-    kind = exporter(model.proto)
-    how = {"dynamo": "torch-metadata", "legacy": "torch-scope"}.get(kind, "torch-scope")
-    pairs: list[Pair] = []
-    unmatched: list[Unmatched] = []
-    owner: dict[str, str] = {}  # tensor -> the innermost module leaving through it
-    for p, t in candidates.items():
-        # not a module called more than once (each call is another tensor: it pairs with none), nor a path
-        # that names no module (a shared module's second place, seq.2 of Sequential(l, act, l)): the tensor
-        # then belongs to the enclosing module, which is compared there
-        if fw.calls.get(p, 0) > 1 or p not in modules:
-            continue
-        if t not in owner or len(p) > len(owner[t]):
-            owner[t] = p
-    folded_into: dict[str, str] = {}
-    nodeless: list[str] = []  # modules that ran and have no node, nor a reason of their own
-    order = fw.order
-    for bn, p in fw.fed_by.items():  # legacy: a BatchNormalization with no node of its own, on a layer's output
-        if classes.get(bn) in BATCHNORMS and bn not in scopes and p in candidates and owner.get(candidates[p]) == p:
-            folded_into[p] = bn
-
-    const: list[set[str]] = []
-
-    def fixed() -> set[str]:  # the graph's tensors no model input reaches (walked once, where asked)
-        if not const:
-            const.append(constant_tensors(model.proto))
-        return const[0]
-
-    def note(path: str, reason: str, cause: str) -> None:
-        unmatched.append(Unmatched(_observable(path, classes.get(path, "?"), fw.shapes.get(path), 1 << 30), reason, cause))
-
-    for p in order:
-        if not p:
-            continue
-        cls = classes.get(p, "?")
-        calls = fw.calls.get(p, 0)
-        t = candidates.get(p)
-        if calls > 1:
-            note(p, f"called {calls} times in one forward pass: each call is another tensor", NO_COUNTERPART)
-            continue
-        if p in fw.ambiguous and p in candidates:
-            note(p, f"returns {fw.ambiguous[p]} tensors of one shape: which ONNX tensor holds which is not known, so "
-                    "none is compared here (the modules inside it are)", NOT_OBSERVABLE)
-            continue
-        if p in refused:
-            note(p, refused[p], DIFFERENT_FUNCTION)
-            continue
-        if p in folded_into:
-            bn = folded_into[p]
-            a = obs_by_name[t]
-            pairs.append(Pair(a, _observable(bn, classes[bn], fw.shapes.get(bn), a.index, a, probe=bn), how,
-                              f"legacy scope of {p}: the exporter folded the BatchNormalization {bn} into this "
-                              f"{a.op_type}, whose output is {bn}'s"))
-            note(p, f"folded with the BatchNormalization {bn} into one {a.op_type}: its output exists only "
-                    f"after {bn} (compared there)", FOLDED)
-            continue
-        if any(folded_into.get(q) == p for q in folded_into):
-            continue  # the BatchNormalization that took its layer's tensor: paired above
-        if t is None:
-            s = scopes.get(p)
-            if s is not None and s.outputs and all(o in fixed() for o in s.outputs):
-                # static shapes: the exporter folded what feeds it (positions, arange) into constants, so its
-                # nodes compute a constant of the graph, a weight, not a layer output (Llama's rotary_emb)
-                note(p, _from_constants(f"no model input reaches it (the exporter folded what feeds it into "
-                                        f"constants), so its ONNX tensors ({s.output!r}) are"), NOT_OBSERVABLE)
-            elif s is not None and s.outputs:
-                note(p, f"its scope's tensors are not observable here ({s.output!r})", NOT_OBSERVABLE)
-            elif cls in ELIDED:
-                note(p, f"no ONNX node: the exporter elides {cls} in eval mode (it is the identity)", NOT_OBSERVABLE)
-            elif (fused := fused_batchnorm(p, scopes, classes, order, fw.fed_by)) is not None:
-                note(p, f"no ONNX node of its own: the exporter's optimizer fused it into {fused} "
-                        f"({', '.join(scopes[fused].rewrites)}); compared there", FOLDED)
-            else:
-                nodeless.append(p)  # said below: another branch traced, or fused away
-            continue
-        if owner.get(t) != p:
-            child = folded_into.get(owner[t], owner[t])
-            note(p, f"leaves through the same tensor as its last child {child} (compared there)", FOLDED)
-            continue
-        a = obs_by_name[t]
-        torch_shape = fw.shapes.get(p)
-        if a.shape is not None and torch_shape is not None and not shapes_agree(a.shape, tuple(torch_shape)):
-            perm = one_permutation(torch_shape, a.shape)
-            if perm is None:
-                note(p, f"{t!r} has shape {list(a.shape)} in ONNX but {list(torch_shape)} in torch (another shape, "
-                        "and no single transposition of torch's gives it)", OTHER_SHAPE)
-                continue
-            pairs.append(Pair(a, _observable(p, cls, tuple(torch_shape[i] for i in perm), a.index, a,
-                                             probe=f"{p}{PERM}{','.join(map(str, perm))}"), how,
-                              f"{kind or 'the'} scope of {p}: the {cls}'s output in another layout "
-                              f"({list(torch_shape)} in torch, compared transposed to {list(a.shape)})"))
-            continue
-        scope = f"name_scopes {p!r}" if kind == "dynamo" else f"legacy scope of {p}"
-        pairs.append(Pair(a, _observable(p, cls, torch_shape, a.index, a), how, f"{scope}: the tensor that leaves the {cls}"))
+    st = _ModulePairing(model, runner, feeds, modules, {p: type(m).__name__ for p, m in modules.items()}, scopes,
+                        obs_by_name, leaving, fw, candidates, refused, exporter(model.proto))
+    st.owner = _innermost_owners(st)
+    st.folded_into = _legacy_batchnorm_folds(st)
+    for p in fw.order:
+        if p:
+            _pair_module(st, p)
     idle = [p for p, m in modules.items() if p and p not in fw.calls and (p in leaving or _leaf(m))]
-    # the graph holds nodes of modules that did not run, and modules that ran have none: the export traced
-    # another branch of forward()'s control flow (`a(x) if x.sum() > 0 else b(x)`, exported where it was > 0)
-    traced = [p for p in idle if p in scopes and scopes[p].nodes]
-    branch = {}
-    if traced and nodeless:
-        branch = {p: (f"the ONNX graph holds module {_names(traced)}'s nodes but torch ran {_names(nodeless)}: the export "
-                      "traced another branch of forward()'s control flow (or other inputs)") for p in traced + nodeless}
-    readers = {p: unscoped_reader(model.proto, p, modules[p]) if kind is not None else None for p in nodeless}
-    folded = folded_outputs(model.proto, runner, feeds, fw, [p for p in nodeless if kind is not None
-                                                              and p not in branch and readers[p] is None])
-    for p in nodeless:
-        reader = readers[p]
-        if p in folded:
-            note(p, _from_constants(f"the exporter folded its whole output into the {folded[p]} (equal "
-                                    "to torch's output, found by value) and left no node of it, so its values are"),
-                 NOT_OBSERVABLE)
-            continue
-        if p in branch or reader is None:
-            note(p, branch.get(p, NO_SCOPES if kind is None else "no ONNX node carries its scope: fused away or removed "
-                                  "by the exporter"), NOT_OBSERVABLE)
-            continue
-        node, weight = reader  # its nodes are there, without its scope: which tensor is its output is not known
-        why = "; the dynamo exporter writes what forward() computes inside torch.no_grad() so" if kind == "dynamo" else ""
-        note(p, f"its nodes are in the graph without its scope (node {node.name or node.op_type!r} reads its parameter "
-                f"{weight}{why}): which tensor is its output is not known, not compared", NOT_OBSERVABLE)
+    branch = _other_branch(st, idle)
+    _note_nodeless(st, branch)
     for p in idle:
         # a module with a scope, or a leaf (a layer, not a container) whose forward never ran: listed, not left
         # out (a Linear whose weight the parent uses directly, F.linear(h, self.side.weight))
-        note(p, branch.get(p, "its forward never ran (its parameters may be read directly, as F.linear(x, "
-                              "self.side.weight) does): no output to compare"), NOT_OBSERVABLE)
-    outputs = [o.name for o in model.proto.graph.output]
+        st.note(p, branch.get(p, "its forward never ran (its parameters may be read directly, as F.linear(x, "
+                                 "self.side.weight) does): no output to compare"), NOT_OBSERVABLE)
+    _pair_outputs(st)
+    b_obs = [p.b for p in st.pairs] + [u.obs for u in st.unmatched]
+    side = Side(runner.label, model, runner, Observation(b_obs))
+    return TorchPairing(side, sorted(st.pairs, key=lambda p: p.a.index), st.unmatched, st.kind, branch,
+                        _repeated_outputs(leaving, fw))
+
+
+def _leaving(scopes: dict, obs_by_name: dict[str, Observable]) -> dict[str, list[str]]:
+    """Module path -> the observable tensors leaving its scope, for the modules (not the root) with any."""
+    leaving = {p: [t for t in s.outputs if t in obs_by_name] for p, s in scopes.items() if p}
+    return {p: ts for p, ts in leaving.items() if ts}
+
+
+def _kept(model: Model, feeds: dict[str, np.ndarray], leaving: dict[str, list[str]], budget: int | None) -> set[str]:
+    """The modules whose outputs the forward pass keeps: all where their last leaving tensors' ONNX sizes add up
+    to at most ``budget`` bytes (default: an eighth of the memory budget); and always those a model output leaves
+    (to check they are what forward() returns) or several tensors leave (torch's value tells which it returns)."""
+    sizes = concrete_sizes(model.proto, {k: v.shape for k, v in feeds.items()})
+    need = sum(sizes.get(ts[-1], 0) for ts in leaving.values())
+    keep = set(leaving) if need <= (budget if budget is not None else default_budget() // 8) else set()
+    model_outputs = {o.name for o in model.proto.graph.output}
+    keep |= {p for p, ts in leaving.items() if model_outputs & set(ts)}
+    keep |= {p for p, ts in leaving.items() if len(ts) > 1}
+    return keep
+
+
+def _innermost_owners(st: _ModulePairing) -> dict[str, str]:
+    """Tensor -> the innermost module whose returned tensor it is. Not a module called more than once (each call
+    is another tensor: it pairs with none), nor a path that names no module (a shared module's second place,
+    seq.2 of Sequential(l, act, l)): the tensor then belongs to the enclosing module, which is compared there."""
+    owner: dict[str, str] = {}
+    for p, t in st.candidates.items():
+        if st.fw.calls.get(p, 0) > 1 or p not in st.modules:
+            continue
+        if t not in owner or len(p) > len(owner[t]):
+            owner[t] = p
+    return owner
+
+
+def _legacy_batchnorm_folds(st: _ModulePairing) -> dict[str, str]:
+    """Layer -> the BatchNormalization legacy folded into it: one with no node of its own, run on the layer's
+    output, where the layer owns its returned tensor."""
+    folded_into: dict[str, str] = {}
+    for bn, p in st.fw.fed_by.items():
+        if (st.classes.get(bn) in BATCHNORMS and bn not in st.scopes and p in st.candidates
+                and st.owner.get(st.candidates[p]) == p):
+            folded_into[p] = bn
+    return folded_into
+
+
+def _pair_module(st: _ModulePairing, p: str) -> None:
+    """Pairs module ``p``, which ran, with the tensor it returns, or notes why not; one with no tensor and no
+    reason of its own goes to ``st.nodeless``."""
+    cls, t = st.classes.get(p, "?"), st.candidates.get(p)
+    why = _unpairable(st, p)
+    if why is not None:
+        st.note(p, *why)
+    elif p in st.folded_into:
+        _pair_folded(st, p, t)
+    elif any(st.folded_into.get(q) == p for q in st.folded_into):
+        pass  # the BatchNormalization that took its layer's tensor: paired with the layer's
+    elif t is None:
+        _note_without_tensor(st, p, cls)
+    elif st.owner.get(t) != p:
+        child = st.folded_into.get(st.owner[t], st.owner[t])
+        st.note(p, f"leaves through the same tensor as its last child {child} (compared there)", FOLDED)
+    else:
+        _pair_leaving(st, p, t, cls)
+
+
+def _unpairable(st: _ModulePairing, p: str) -> tuple[str, str] | None:
+    """(reason, cause) where module ``p`` cannot pair whatever its tensors: called several times, returning
+    several tensors of one shape, or none of its leaving tensors holding what it returns; else None."""
+    calls = st.fw.calls.get(p, 0)
+    if calls > 1:
+        return f"called {calls} times in one forward pass: each call is another tensor", NO_COUNTERPART
+    if p in st.fw.ambiguous and p in st.candidates:
+        return (f"returns {st.fw.ambiguous[p]} tensors of one shape: which ONNX tensor holds which is not known, so "
+                "none is compared here (the modules inside it are)", NOT_OBSERVABLE)
+    if p in st.refused:
+        return st.refused[p], DIFFERENT_FUNCTION
+    return None
+
+
+def _pair_folded(st: _ModulePairing, p: str, t: str) -> None:
+    """Pairs the tensor of layer ``p`` with the BatchNormalization legacy folded into it, and notes ``p`` folded."""
+    bn = st.folded_into[p]
+    a = st.obs_by_name[t]
+    st.pairs.append(Pair(a, _observable(bn, st.classes[bn], st.fw.shapes.get(bn), a.index, a, probe=bn), st.how,
+                         f"legacy scope of {p}: the exporter folded the BatchNormalization {bn} into this "
+                         f"{a.op_type}, whose output is {bn}'s"))
+    st.note(p, f"folded with the BatchNormalization {bn} into one {a.op_type}: its output exists only "
+               f"after {bn} (compared there)", FOLDED)
+
+
+def _note_without_tensor(st: _ModulePairing, p: str, cls: str) -> None:
+    """Notes why module ``p``, which no observable tensor leaves, is unmatched: its scope computes constants,
+    or holds no observable tensor, or the exporter elides or fused it; else it goes to ``st.nodeless``."""
+    s = st.scopes.get(p)
+    if s is not None and s.outputs and all(o in st.fixed() for o in s.outputs):
+        # static shapes: the exporter folded what feeds it (positions, arange) into constants, so its
+        # nodes compute a constant of the graph, a weight, not a layer output (Llama's rotary_emb)
+        st.note(p, _from_constants(f"no model input reaches it (the exporter folded what feeds it into "
+                                   f"constants), so its ONNX tensors ({s.output!r}) are"), NOT_OBSERVABLE)
+    elif s is not None and s.outputs:
+        st.note(p, f"its scope's tensors are not observable here ({s.output!r})", NOT_OBSERVABLE)
+    elif cls in ELIDED:
+        st.note(p, f"no ONNX node: the exporter elides {cls} in eval mode (it is the identity)", NOT_OBSERVABLE)
+    elif (fused := fused_batchnorm(p, st.scopes, st.classes, st.fw.order, st.fw.fed_by)) is not None:
+        st.note(p, f"no ONNX node of its own: the exporter's optimizer fused it into {fused} "
+                   f"({', '.join(st.scopes[fused].rewrites)}); compared there", FOLDED)
+    else:
+        st.nodeless.append(p)  # said later: another branch traced, or fused away
+
+
+def _pair_leaving(st: _ModulePairing, p: str, t: str, cls: str) -> None:
+    """Pairs module ``p`` with tensor ``t``, which it owns: as it is where the shapes agree, through the one
+    transposition of torch's shape that gives the ONNX one where they do not, else notes the other shape."""
+    a = st.obs_by_name[t]
+    torch_shape = st.fw.shapes.get(p)
+    if a.shape is not None and torch_shape is not None and not shapes_agree(a.shape, tuple(torch_shape)):
+        perm = one_permutation(torch_shape, a.shape)
+        if perm is None:
+            st.note(p, f"{t!r} has shape {list(a.shape)} in ONNX but {list(torch_shape)} in torch (another shape, "
+                       "and no single transposition of torch's gives it)", OTHER_SHAPE)
+            return
+        st.pairs.append(Pair(a, _observable(p, cls, tuple(torch_shape[i] for i in perm), a.index, a,
+                                            probe=f"{p}{PERM}{','.join(map(str, perm))}"), st.how,
+                             f"{st.kind or 'the'} scope of {p}: the {cls}'s output in another layout "
+                             f"({list(torch_shape)} in torch, compared transposed to {list(a.shape)})"))
+        return
+    scope = f"name_scopes {p!r}" if st.kind == "dynamo" else f"legacy scope of {p}"
+    st.pairs.append(Pair(a, _observable(p, cls, torch_shape, a.index, a), st.how,
+                         f"{scope}: the tensor that leaves the {cls}"))
+
+
+def _other_branch(st: _ModulePairing, idle: list[str]) -> dict[str, str]:
+    """Module path -> why it is unmatched, where the graph holds nodes of modules that did not run (``idle``) and
+    modules that ran have none: the export traced another branch of forward()'s control flow (`a(x) if x.sum()
+    > 0 else b(x)`, exported where it was > 0); empty otherwise."""
+    traced = [p for p in idle if p in st.scopes and st.scopes[p].nodes]
+    if not (traced and st.nodeless):
+        return {}
+    return {p: (f"the ONNX graph holds module {_names(traced)}'s nodes but torch ran {_names(st.nodeless)}: the export "
+                "traced another branch of forward()'s control flow (or other inputs)") for p in traced + st.nodeless}
+
+
+def _note_nodeless(st: _ModulePairing, branch: dict[str, str]) -> None:
+    """Notes why each module of ``st.nodeless`` is unmatched: its output folded whole into a constant (found by
+    value), another branch traced, no node carrying its scope, or its nodes there without its scope."""
+    readers = {p: unscoped_reader(st.model.proto, p, st.modules[p]) if st.kind is not None else None
+               for p in st.nodeless}
+    folded = folded_outputs(st.model.proto, st.runner, st.feeds, st.fw,
+                             [p for p in st.nodeless if st.kind is not None and p not in branch and readers[p] is None])
+    for p in st.nodeless:
+        reader = readers[p]
+        if p in folded:
+            st.note(p, _from_constants(f"the exporter folded its whole output into the {folded[p]} (equal "
+                                       "to torch's output, found by value) and left no node of it, so its values are"),
+                    NOT_OBSERVABLE)
+            continue
+        if p in branch or reader is None:
+            st.note(p, branch.get(p, NO_SCOPES if st.kind is None else "no ONNX node carries its scope: fused away or "
+                                     "removed by the exporter"), NOT_OBSERVABLE)
+            continue
+        node, weight = reader  # its nodes are there, without its scope: which tensor is its output is not known
+        why = "; the dynamo exporter writes what forward() computes inside torch.no_grad() so" if st.kind == "dynamo" else ""
+        st.note(p, f"its nodes are in the graph without its scope (node {node.name or node.op_type!r} reads its "
+                   f"parameter {weight}{why}): which tensor is its output is not known, not compared", NOT_OBSERVABLE)
+
+
+def _pair_outputs(st: _ModulePairing) -> None:
+    """Pairs the model's outputs with what forward() returns, by position, in place of the pair of the module
+    that made each (noted where forward() changes that module's output after it). Raises UsageError where
+    their count or shapes differ: not the model that was exported."""
+    outputs = [o.name for o in st.model.proto.graph.output]
+    fw = st.fw
     if len(fw.outputs) != len(outputs):
         raise setting_error(UsageError, VS_TORCH, f": the module returns {len(fw.outputs)} tensor(s), the ONNX model "
                             f"has {len(outputs)} output(s) ({', '.join(outputs)}): not the model that was exported")
     for k, (name, value) in enumerate(zip(outputs, fw.outputs)):
-        a = obs_by_name.get(name)
+        a = st.obs_by_name.get(name)
         if a is None:  # a weight or an input returned as it is: no node computes it
-            note(f"output[{k}]", f"the ONNX output {name!r} is not an activation (a weight, an input returned as it "
-                                 "is, or computed from weights alone): not compared", NOT_OBSERVABLE)
+            st.note(f"output[{k}]", f"the ONNX output {name!r} is not an activation (a weight, an input returned as it "
+                                    "is, or computed from weights alone): not compared", NOT_OBSERVABLE)
             continue
         if a.shape is not None and not shapes_agree(a.shape, tuple(value.shape)):
             raise setting_error(UsageError, VS_TORCH, f": output {k} of the module has shape {list(value.shape)}, ONNX "
                                 f"output {name!r} is {list(a.shape)}: not the model that was exported (or other inputs)")
-        maker = next((p.b.name for p in pairs if p.a.name == name), None)
-        pairs = [p for p in pairs if p.a.name != name]  # the model output pairs by position, whatever module made it
+        maker = next((p.b.name for p in st.pairs if p.a.name == name), None)
+        st.pairs = [p for p in st.pairs if p.a.name != name]  # the model output pairs by position, whatever module made it
         if maker is not None and maker in fw.values and not (
                 np.shape(fw.values[maker]) == np.shape(value) and np.array_equal(fw.values[maker], value, equal_nan=True)):
             # forward() changes the module's output after it (adds, scales): the output is forward's own, and
             # the module's own output is not the tensor its scope ends in
-            note(maker, f"its output is changed by forward() after it (model output {k} is what forward returns, compared "
-                        f"as output[{k}]): the ONNX tensor its scope ends in is not the module's output", NO_COUNTERPART)
+            st.note(maker, f"its output is changed by forward() after it (model output {k} is what forward returns, "
+                           f"compared as output[{k}]): the ONNX tensor its scope ends in is not the module's output",
+                    NO_COUNTERPART)
             maker = None
         made = f", made by module {maker}" if maker else ""
-        pairs.append(Pair(a, _observable(maker or f"output[{k}]", classes.get(maker, "output"), value.shape, a.index, a,
-                                         output=True, probe=f"{OUTPUT}{k}"),
-                          "torch-output", f"the model's output {k}, what forward() returns{made}"))
-    b_obs = [p.b for p in pairs] + [u.obs for u in unmatched]
-    side = Side(runner.label, model, runner, Observation(b_obs))
-    repeated = {t: (f"an output of {p}, which forward() calls {fw.calls[p]} times in one forward pass: each call is "
-                    "another tensor, so none is compared with the module")
-                for p, ts in leaving.items() if fw.calls.get(p, 0) > 1 for t in ts}
-    return TorchPairing(side, sorted(pairs, key=lambda p: p.a.index), unmatched, kind, branch, repeated)
+        st.pairs.append(Pair(a, _observable(maker or f"output[{k}]", st.classes.get(maker, "output"), value.shape, a.index,
+                                            a, output=True, probe=f"{OUTPUT}{k}"),
+                             "torch-output", f"the model's output {k}, what forward() returns{made}"))
+
+
+def _repeated_outputs(leaving: dict[str, list[str]], fw: Forward) -> dict[str, str]:
+    """ONNX tensor -> why it pairs with nothing: an output of a module forward() calls several times."""
+    return {t: (f"an output of {p}, which forward() calls {fw.calls[p]} times in one forward pass: each call is "
+                "another tensor, so none is compared with the module")
+            for p, ts in leaving.items() if fw.calls.get(p, 0) > 1 for t in ts}
 
 
 def _from_constants(how: str) -> str:
