@@ -15,6 +15,8 @@ per-iteration rows that a Loop or Scan stacks are merged back into one row in th
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 import onnx
 from onnx import TensorProto, helper
@@ -27,7 +29,7 @@ from onnxprobe.graph.stats_nodes import (
     IDENTITY_ROW, MIN_OPSET, ROW_WIDTH, UNSUPPORTED_STATS_DTYPES, StatsBuilder, needs_masking,
 )
 from onnxprobe.graph.summary import all_types, not_a_tensor, sparse_values
-from onnxprobe.graph.walk import all_graphs, walk
+from onnxprobe.graph.walk import NodeSite, all_graphs, walk
 from onnxprobe.types import Probe, TensorRef
 
 __all__ = ["expose", "unsure_stack", "needs_masking", "default_opset", "STATS_PREFIX", "SHAPE_PREFIX", "RAW_PREFIX"]
@@ -58,6 +60,67 @@ def unsure_stack(ref) -> bool:
     inside = any(s.endswith("/body") for s in ref.scope)
     return inside and (any(not s.endswith("/body") for s in ref.scope) or ref.shape is None
                        or not all(isinstance(d, int) for d in ref.shape))
+
+
+@dataclass
+class _Rewrite:
+    """One ``expose`` call's working state, shared by its steps: ``out``, the copy being rewritten (never
+    the caller's model), indexes over it taken before any node was added, and what the steps keep up as
+    they append nodes and outputs. Steps only append to ``out``: nothing the model had is edited or removed
+    (but the outputs of the If / Loop / Scan nodes and bodies that ``_lift`` carries tensors through)."""
+
+    out: onnx.ModelProto
+    opset: int
+    warnings: list[str]
+    producer: dict[tuple, NodeSite]  # by scope and name: sibling bodies may each name a tensor 'o' (``select`` keeps them apart)
+    by_name: dict[str, NodeSite]
+    types: dict[str, onnx.TypeProto]
+    every_type: dict[str, onnx.TypeProto]
+    # a Constant's sparse_value: nodes read it dense, but as an output onnxruntime returns a SparseTensor
+    sparse: set[str]
+    names: set[str]  # every name in the model, the added ones too (shared with each StatsBuilder)
+    top_outputs: set[str]  # the main graph's output names, kept up as outputs are appended
+    builders: dict[int, StatsBuilder] = field(default_factory=dict)
+    # a body's output and input names, kept up as outputs are appended (rebuilt per lift, they made
+    # exposing large bodies quadratic); the graph is held beside them, so that its id stays its own
+    ends: dict[int, tuple[onnx.GraphProto, set[str]]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, model: onnx.ModelProto, opset: int, warnings: list[str]) -> _Rewrite:
+        """A copy of ``model`` and its indexes; ``model`` itself is only read."""
+        out = onnx.ModelProto()
+        out.CopyFrom(model)
+        sites = walk(out)
+        producer = {(s.scope, o): s for s in sites for o in s.node.output if o}
+        by_name = {o: s for s in sites for o in s.node.output if o}
+        types = value_types(out)
+        every_type = all_types(out)
+        sparse = {t for g in all_graphs(out.graph) for t in sparse_values(g)}
+        names = all_names(out)
+        return cls(out, opset, warnings, producer, by_name, types, every_type, sparse, names,
+                   {o.name for o in out.graph.output})
+
+    def builder(self, g: onnx.GraphProto) -> StatsBuilder:
+        """The one StatsBuilder that appends nodes to ``g`` (made on first use)."""
+        if id(g) not in self.builders:
+            self.builders[id(g)] = StatsBuilder(g, self.opset, self.names)
+        return self.builders[id(g)]
+
+    def add_top_output(self, name: str, t: onnx.TypeProto | None) -> None:
+        """Make ``name`` an output of the main graph (of type ``t`` where known), unless it already is."""
+        if name in self.top_outputs:
+            return
+        vi = onnx.ValueInfoProto(name=name)
+        if t is not None:
+            vi.type.CopyFrom(t)
+        self.out.graph.output.append(vi)
+        self.top_outputs.add(name)
+
+    def ends_of(self, g: onnx.GraphProto) -> set[str]:
+        """The input and output names of body ``g`` (kept up by whoever appends an output to it)."""
+        if id(g) not in self.ends:
+            self.ends[id(g)] = (g, {o.name for o in g.output} | {i.name for i in g.input})
+        return self.ends[id(g)][1]
 
 
 def expose(
@@ -95,43 +158,10 @@ def expose(
     if host_stats:  # IsNaN/Where appear in opset 9: fetch the tensors and let the host compute
         warnings.append(f"model opset {opset} predates IsNaN (opset {MIN_OPSET}): statistics are computed on the host")
         stats, raw = False, True
-    out = onnx.ModelProto()
-    out.CopyFrom(model)
-    sites = walk(out)
-    # by scope and name: sibling bodies may each name a tensor 'o' (``select`` keeps them apart)
-    producer = {(s.scope, o): s for s in sites for o in s.node.output if o}
-    by_name = {o: s for s in sites for o in s.node.output if o}
-    types = value_types(out)
-    every_type = all_types(out)
-    # a Constant's sparse_value: nodes read it dense, but as an output onnxruntime returns a SparseTensor
-    sparse = {t for g in all_graphs(out.graph) for t in sparse_values(g)}
-    names = all_names(out)
-    builders: dict[int, StatsBuilder] = {}
-
-    def builder(g: onnx.GraphProto) -> StatsBuilder:
-        if id(g) not in builders:
-            builders[id(g)] = StatsBuilder(g, opset, names)
-        return builders[id(g)]
-
-    top_outputs = {o.name for o in out.graph.output}
-
-    def add_top_output(name: str, t: onnx.TypeProto | None) -> None:
-        if name in top_outputs:
-            return
-        vi = onnx.ValueInfoProto(name=name)
-        if t is not None:
-            vi.type.CopyFrom(t)
-        out.graph.output.append(vi)
-        top_outputs.add(name)
-
-    # a body's output and input names, kept up as outputs are appended (rebuilt per lift, they made
-    # exposing large bodies quadratic); the graph is held beside them, so that its id stays its own
-    ends: dict[int, tuple[onnx.GraphProto, set[str]]] = {}
-
-    def ends_of(g: onnx.GraphProto) -> set[str]:
-        if id(g) not in ends:
-            ends[id(g)] = (g, {o.name for o in g.output} | {i.name for i in g.input})
-        return ends[id(g)][1]
+    rw = _Rewrite.of(model, opset, warnings)
+    out, names, builder, add_top_output, ends_of = rw.out, rw.names, rw.builder, rw.add_top_output, rw.ends_of
+    producer, by_name, types, every_type, sparse = rw.producer, rw.by_name, rw.types, rw.every_type, rw.sparse
+    builders = rw.builders
 
     def lift(name: str, chain: tuple, t: onnx.TypeProto | None, kind: str) -> str:
         """Carry ``name`` from the innermost body of ``chain`` out to the main graph."""
