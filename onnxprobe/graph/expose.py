@@ -159,62 +159,9 @@ def expose(
         warnings.append(f"model opset {opset} predates IsNaN (opset {MIN_OPSET}): statistics are computed on the host")
         stats, raw = False, True
     rw = _Rewrite.of(model, opset, warnings)
-    out, names, builder, add_top_output, ends_of = rw.out, rw.names, rw.builder, rw.add_top_output, rw.ends_of
+    out, names, builder, add_top_output = rw.out, rw.names, rw.builder, rw.add_top_output
     producer, by_name, types, every_type, sparse = rw.producer, rw.by_name, rw.types, rw.every_type, rw.sparse
     builders = rw.builders
-
-    def lift(name: str, chain: tuple, t: onnx.TypeProto | None, kind: str) -> str:
-        """Carry ``name`` from the innermost body of ``chain`` out to the main graph."""
-        cur = name
-        for level in range(len(chain) - 1, -1, -1):
-            parent, attr = chain[level]
-            body = _graph_attr(parent, attr)
-            enclosing = out.graph if level == 0 else _graph_attr(*chain[level - 1])
-            if parent.op_type not in CARRIERS:
-                raise ModelError(f"cannot expose {name!r}: it lives in a subgraph of a {parent.op_type} node")
-            _pad_outputs(parent, body)
-            if cur in ends_of(body):
-                cur = builder(body).node("Identity", [cur], f"{cur}.out")
-            vi = onnx.ValueInfoProto(name=cur)
-            if t is not None:
-                vi.type.CopyFrom(t)
-            body.output.append(vi)
-            ends_of(body).add(cur)
-            new = builder(enclosing).fresh(f"{name}.{parent.op_type.lower()}_out")
-            if parent.op_type == "If":
-                other_attr = "else_branch" if attr == "then_branch" else "then_branch"
-                other = _graph_attr(parent, other_attr)
-                if kind == "stats":
-                    ph_value = IDENTITY_ROW
-                else:
-                    # empty, of the real value's rank (nested Ifs check it): what "did not run" reads as
-                    # (a scalar is carried as [1], see below, so that its placeholder can be empty too)
-                    rank = len(t.tensor_type.shape.dim) if t is not None and t.tensor_type.HasField("shape") else 1
-                    ph_value = np.zeros([0] * rank, onnx.helper.tensor_dtype_to_np_dtype(t.tensor_type.elem_type))
-                ph = builder(other).const(ph_value)
-                if ph in ends_of(other):
-                    ph = builder(other).node("Identity", [ph], "onnxprobe.placeholder")
-                if t is not None and kind == "raw":
-                    t = _loosen(t)  # the two branches now return different shapes
-                    body.output[-1].type.CopyFrom(t)
-                pvi = onnx.ValueInfoProto(name=ph)
-                if t is not None:
-                    pvi.type.CopyFrom(t)
-                other.output.append(pvi)
-                ends_of(other).add(ph)
-                parent.output.append(new)
-            else:
-                parent.output.append(new)
-                if parent.op_type == "Scan":
-                    for a in parent.attribute:
-                        if a.name in ("scan_output_axes", "scan_output_directions"):
-                            a.ints.append(0)
-                if kind == "stats":
-                    new = builder(enclosing).merge_rows(new)
-                elif t is not None:
-                    t = _with_leading_dim(t)
-            cur = new
-        return cur
 
     row_type = helper.make_tensor_type_proto(TensorProto.DOUBLE, [1, ROW_WIDTH])
     # a set names tensors by name or by ``TensorRef.key`` (a name that sibling bodies share, qualified)
@@ -269,7 +216,7 @@ def expose(
             shape = known.get(ref.name) or (ref.shape if ref.shape is not None else _rank_only(t))
             row = builder(g).stats_row(src, elem, shape, nonfinite)
             probe.planned_shape = None if site.chain else _laid_out(shape, elem)  # a body's count is over its runs
-            top = lift(row, site.chain, row_type, "stats") if site.chain else row
+            top = _lift(rw, row, site.chain, row_type, "stats") if site.chain else row
             final = STATS_PREFIX + ref.name
             if final in names:
                 final = builder(out.graph).fresh(final)
@@ -283,7 +230,7 @@ def expose(
             t2 = helper.make_tensor_type_proto(elem, [2])
             if site.chain:  # stacked per iteration ([..., 2]), empty where an If branch did not run, as raw values are
                 t2 = _loosen(t2) if any(n.op_type == "If" for n, _ in site.chain) else t2
-                probe.exact_extremes = lift(ext, site.chain, t2, "raw")
+                probe.exact_extremes = _lift(rw, ext, site.chain, t2, "raw")
                 add_top_output(probe.exact_extremes, _with_leading_dims(t2, _loop_depth(site.chain)))
             else:
                 probe.exact_extremes = _output_of(g, builder(g), ext, EXTREMES_PREFIX + ref.name, names)
@@ -296,7 +243,7 @@ def expose(
             # inside If branches only (one value a run): its runtime shape, carried out as the raw values are
             # (empty when its branch did not run; ``runners.readback.read_probes`` tells that from a scalar's [])
             ty = helper.make_tensor_type_proto(TensorProto.INT64, [None])
-            probe.shape_output = lift(builder(g).node("Shape", [src], SHAPE_PREFIX + ref.name), site.chain, ty, "raw")
+            probe.shape_output = _lift(rw, builder(g).node("Shape", [src], SHAPE_PREFIX + ref.name), site.chain, ty, "raw")
             add_top_output(probe.shape_output, ty)
         if want_raw(ref):
             if not site.chain:
@@ -314,12 +261,86 @@ def expose(
                         t = helper.make_tensor_type_proto(elem, [1])
                         probe.raw_scalar = True
                     t = _loosen(t)
-                probe.raw_output = lift(src, site.chain, t, "raw")
+                probe.raw_output = _lift(rw, src, site.chain, t, "raw")
                 add_top_output(probe.raw_output, _with_leading_dims(t, _loop_depth(site.chain)))
         probes.append(probe)
     for b in builders.values():
         b.interleave()
     return out, probes
+
+
+def _lift(rw: _Rewrite, name: str, chain: tuple, t: onnx.TypeProto | None, kind: str) -> str:
+    """Carry ``name`` (of type ``t``, where known) from the innermost body of ``chain`` out to the main
+    graph, level by level: each enclosing body gains an output and its If / Loop / Scan node a matching
+    one. ``kind``: "stats" (a statistics row) or "raw" (a value). Returns its name in the main graph."""
+    cur = name
+    for level in range(len(chain) - 1, -1, -1):
+        parent, attr = chain[level]
+        body = _graph_attr(parent, attr)
+        enclosing = rw.out.graph if level == 0 else _graph_attr(*chain[level - 1])
+        if parent.op_type not in CARRIERS:
+            raise ModelError(f"cannot expose {name!r}: it lives in a subgraph of a {parent.op_type} node")
+        _pad_outputs(parent, body)
+        if cur in rw.ends_of(body):
+            cur = rw.builder(body).node("Identity", [cur], f"{cur}.out")
+        _append_output(rw, body, cur, t)
+        new = rw.builder(enclosing).fresh(f"{name}.{parent.op_type.lower()}_out")
+        parent.output.append(new)
+        if parent.op_type == "If":
+            t = _other_branch_placeholder(rw, parent, attr, body, t, kind)
+        else:
+            new, t = _stacked(rw, parent, enclosing, new, t, kind)
+        cur = new
+    return cur
+
+
+def _append_output(rw: _Rewrite, g: onnx.GraphProto, name: str, t: onnx.TypeProto | None) -> None:
+    """Make ``name`` an output of body ``g`` (of type ``t`` where known)."""
+    vi = onnx.ValueInfoProto(name=name)
+    if t is not None:
+        vi.type.CopyFrom(t)
+    g.output.append(vi)
+    rw.ends_of(g).add(name)
+
+
+def _other_branch_placeholder(rw: _Rewrite, parent: onnx.NodeProto, attr: str, body: onnx.GraphProto,
+                              t: onnx.TypeProto | None, kind: str) -> onnx.TypeProto | None:
+    """``body``, one branch of If ``parent``, has just gained an output: the other branch gains one too, a
+    placeholder for when it runs instead (the identity row for statistics; for raw values an empty tensor
+    of the value's rank, what "did not run" reads as). Returns the output's type: for raw values loosened to
+    its rank (``_loosen``), in ``body`` too, as the two branches now return different shapes."""
+    other = _graph_attr(parent, "else_branch" if attr == "then_branch" else "then_branch")
+    if kind == "stats":
+        ph_value = IDENTITY_ROW
+    else:
+        # empty, of the real value's rank (nested Ifs check it); a scalar is carried as [1] (see
+        # ``_expose_raw``), so that its placeholder can be empty too
+        rank = len(t.tensor_type.shape.dim) if t is not None and t.tensor_type.HasField("shape") else 1
+        ph_value = np.zeros([0] * rank, onnx.helper.tensor_dtype_to_np_dtype(t.tensor_type.elem_type))
+    ph = rw.builder(other).const(ph_value)
+    if ph in rw.ends_of(other):
+        ph = rw.builder(other).node("Identity", [ph], "onnxprobe.placeholder")
+    if t is not None and kind == "raw":
+        t = _loosen(t)
+        body.output[-1].type.CopyFrom(t)
+    _append_output(rw, other, ph, t)
+    return t
+
+
+def _stacked(rw: _Rewrite, parent: onnx.NodeProto, enclosing: onnx.GraphProto, new: str,
+             t: onnx.TypeProto | None, kind: str) -> tuple[str, onnx.TypeProto | None]:
+    """Loop / Scan ``parent``'s new output ``new`` stacks the body's value one per iteration (a Scan's along
+    axis 0, forward): returns what the enclosing graph reads, the per-iteration statistics rows merged back
+    into one row, or the stacked value with its type (one more leading dim)."""
+    if parent.op_type == "Scan":
+        for a in parent.attribute:
+            if a.name in ("scan_output_axes", "scan_output_directions"):
+                a.ints.append(0)
+    if kind == "stats":
+        new = rw.builder(enclosing).merge_rows(new)
+    elif t is not None:
+        t = _with_leading_dim(t)
+    return new, t
 
 
 def _sparse_value(node: onnx.NodeProto) -> onnx.SparseTensorProto | None:
