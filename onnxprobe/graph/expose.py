@@ -160,7 +160,6 @@ def expose(
         stats, raw = False, True
     rw = _Rewrite.of(model, opset, warnings)
     out, names, builder, add_top_output = rw.out, rw.names, rw.builder, rw.add_top_output
-    producer, by_name, types, every_type, sparse = rw.producer, rw.by_name, rw.types, rw.every_type, rw.sparse
     builders = rw.builders
 
     row_type = helper.make_tensor_type_proto(TensorProto.DOUBLE, [1, ROW_WIDTH])
@@ -168,36 +167,12 @@ def expose(
     want_raw = (lambda r: r.name in raw or r.key in raw) if isinstance(raw, set) else (lambda r: bool(raw))
     probes: list[Probe] = []
     for ref in refs:
-        site = producer.get((ref.scope, ref.name)) or by_name.get(ref.name)
-        if site is None:
-            warnings.append(f"{ref.name}: no node produces it; not probed")
+        found = _site_of(rw, ref)
+        if found is None:
             continue
-        stored = _sparse_value(site.node) if ref.name in sparse else None
-        kind = None if stored is not None else "a sparse tensor" if ref.name in sparse else not_a_tensor(
-            every_type.get(ref.name), site.node.op_type)
-        if kind:  # no statistics node takes one, and --save, diff and the tables hold tensors
-            warnings.append(f"{ref.name}: {kind}, not a tensor; not probed (onnxprobe probes tensors only)")
-            continue
-        sealed = next((p for p, _ in site.chain if p.op_type not in CARRIERS), None)
-        if sealed is not None:  # a SequenceMap's body: its outputs are sequences, no tensor carries a value out
-            warnings.append(f"{ref.name}: inside the body of {sealed.op_type} node {sealed.name or sealed.output[0]!r}, "
-                            "whose values no output carries out; not probed")
-            continue
-        t = own_type(site.graph, ref.name) if ref.qualified else types.get(ref.name)
-        elem = t.tensor_type.elem_type if t is not None else None  # None: unknown, Cast at run time
+        tg = _target(rw, ref, *found)
+        site, g, src, t, elem = tg.site, tg.site.graph, tg.src, tg.t, tg.elem
         probe = Probe(ref=ref, stats_on_host=host_stats)
-        g = site.graph
-        src = ref.name  # what the probes read: the tensor, or its float32 copy for the narrow types
-        if stored is not None:  # a Constant's sparse_value, which nodes read dense: probed as a dense copy of it,
-            dense = dense_array(stored)  # densified here (as graph output onnxruntime returns a SparseTensor)
-            src, elem = builder(g).const(dense), stored.values.data_type
-            t = helper.make_tensor_type_proto(elem, list(dense.shape))
-        if elem in NARROW_TYPES:
-            src = builder(g).node("Cast", [ref.name], f"{ref.name}.as_f32", to=TensorProto.FLOAT)
-            t = _retyped(t, TensorProto.FLOAT)
-            warnings.append(f"{ref.name}: {TensorProto.DataType.Name(elem).lower()} has no numpy type and few kernels; "
-                            "its values are probed cast to float32")
-            elem = TensorProto.FLOAT
         if stats and ref.name in host and not site.chain and elem not in UNSUPPORTED_STATS_DTYPES:
             add_top_output(src, t)  # a few KB: the numbers are summed on the host, in float64, instead
             probes.append(Probe(ref=ref, raw_output=src, stats_on_host=True, raw_for_stats=not want_raw(ref)))
@@ -267,6 +242,60 @@ def expose(
     for b in builders.values():
         b.interleave()
     return out, probes
+
+
+def _site_of(rw: _Rewrite, ref: TensorRef) -> tuple[NodeSite, onnx.SparseTensorProto | None] | None:
+    """The node that produces ``ref`` and, for a Constant's ``sparse_value``, that value; None, with a
+    warning, for what cannot be probed: no node produces it, it is no tensor (a sequence, an optional, a
+    sparse tensor other than a Constant's), or it lies in a body whose values no output carries out."""
+    site = rw.producer.get((ref.scope, ref.name)) or rw.by_name.get(ref.name)
+    if site is None:
+        rw.warnings.append(f"{ref.name}: no node produces it; not probed")
+        return None
+    stored = _sparse_value(site.node) if ref.name in rw.sparse else None
+    kind = None if stored is not None else "a sparse tensor" if ref.name in rw.sparse else not_a_tensor(
+        rw.every_type.get(ref.name), site.node.op_type)
+    if kind:  # no statistics node takes one, and --save, diff and the tables hold tensors
+        rw.warnings.append(f"{ref.name}: {kind}, not a tensor; not probed (onnxprobe probes tensors only)")
+        return None
+    sealed = next((p for p, _ in site.chain if p.op_type not in CARRIERS), None)
+    if sealed is not None:  # a SequenceMap's body: its outputs are sequences, no tensor carries a value out
+        rw.warnings.append(f"{ref.name}: inside the body of {sealed.op_type} node {sealed.name or sealed.output[0]!r}, "
+                           "whose values no output carries out; not probed")
+        return None
+    return site, stored
+
+
+@dataclass
+class _Target:
+    """One tensor to probe, as the steps that expose it see it."""
+
+    ref: TensorRef
+    site: NodeSite  # its producer: ``site.graph`` is the graph the probe nodes go in, ``site.chain`` its bodies
+    src: str  # what the probes read: the tensor, a dense copy of a Constant's sparse_value, or a float32 copy
+    t: onnx.TypeProto | None  # src's type, where known
+    elem: int | None  # src's element type; None: unknown (statistics Cast at run time)
+
+
+def _target(rw: _Rewrite, ref: TensorRef, site: NodeSite, stored: onnx.SparseTensorProto | None) -> _Target:
+    """What the probes of ``ref`` read: the tensor itself; for a Constant's sparse_value (``stored``), which
+    nodes read dense, a dense copy (densified here: as a graph output onnxruntime would return a
+    SparseTensor); for the narrow types (``NARROW_TYPES``), a Cast to float32 of it, with a warning."""
+    t = own_type(site.graph, ref.name) if ref.qualified else rw.types.get(ref.name)
+    elem = t.tensor_type.elem_type if t is not None else None  # None: unknown, Cast at run time
+    g = site.graph
+    src = ref.name
+    if stored is not None:
+        dense = dense_array(stored)
+        src, elem = rw.builder(g).const(dense), stored.values.data_type
+        t = helper.make_tensor_type_proto(elem, list(dense.shape))
+    if elem in NARROW_TYPES:
+        src = rw.builder(g).node("Cast", [ref.name], f"{ref.name}.as_f32", to=TensorProto.FLOAT)
+        t = _retyped(t, TensorProto.FLOAT)
+        rw.warnings.append(f"{ref.name}: {TensorProto.DataType.Name(elem).lower()} has no numpy type and few kernels; "
+                           "its values are probed cast to float32")
+        elem = TensorProto.FLOAT
+    return _Target(ref, site, src, t, elem)
 
 
 def _lift(rw: _Rewrite, name: str, chain: tuple, t: onnx.TypeProto | None, kind: str) -> str:
