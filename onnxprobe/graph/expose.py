@@ -159,10 +159,9 @@ def expose(
         warnings.append(f"model opset {opset} predates IsNaN (opset {MIN_OPSET}): statistics are computed on the host")
         stats, raw = False, True
     rw = _Rewrite.of(model, opset, warnings)
-    out, names, builder, add_top_output = rw.out, rw.names, rw.builder, rw.add_top_output
+    out, builder, add_top_output = rw.out, rw.builder, rw.add_top_output
     builders = rw.builders
 
-    row_type = helper.make_tensor_type_proto(TensorProto.DOUBLE, [1, ROW_WIDTH])
     # a set names tensors by name or by ``TensorRef.key`` (a name that sibling bodies share, qualified)
     want_raw = (lambda r: r.name in raw or r.key in raw) if isinstance(raw, set) else (lambda r: bool(raw))
     probes: list[Probe] = []
@@ -172,44 +171,17 @@ def expose(
             continue
         tg = _target(rw, ref, *found)
         site, g, src, t, elem = tg.site, tg.site.graph, tg.src, tg.t, tg.elem
-        probe = Probe(ref=ref, stats_on_host=host_stats)
         if stats and ref.name in host and not site.chain and elem not in UNSUPPORTED_STATS_DTYPES:
-            add_top_output(src, t)  # a few KB: the numbers are summed on the host, in float64, instead
-            probes.append(Probe(ref=ref, raw_output=src, stats_on_host=True, raw_for_stats=not want_raw(ref)))
+            probes.append(_expose_on_host(rw, tg, want_raw(ref)))
             continue
-        split = count_from_shape and shapes and not site.chain and nonfinite == "deferred"
-        if stats and split and elem not in UNSUPPORTED_STATS_DTYPES:
-            shape = known.get(ref.name) or (ref.shape if ref.shape is not None else _rank_only(t))
-            first, second, probe.stats_block = builder(g).stats_parts(src, elem, shape)
-            probe.planned_shape = _laid_out(shape, elem)
-            probe.stats_output, probe.stats_sums = (_output_of(g, builder(g), part, STATS_PREFIX + ref.name + tag, names)
-                                                    if part else None for part, tag in ((first, ""), (second, ".sums")))
-            for o in (probe.stats_output, probe.stats_sums):
-                if o:
-                    add_top_output(o, None)
-        elif stats and elem not in UNSUPPORTED_STATS_DTYPES:
-            shape = known.get(ref.name) or (ref.shape if ref.shape is not None else _rank_only(t))
-            row = builder(g).stats_row(src, elem, shape, nonfinite)
-            probe.planned_shape = None if site.chain else _laid_out(shape, elem)  # a body's count is over its runs
-            top = _lift(rw, row, site.chain, row_type, "stats") if site.chain else row
-            final = STATS_PREFIX + ref.name
-            if final in names:
-                final = builder(out.graph).fresh(final)
-            if site.chain or not rename_output(g, top, final, window=64):  # else the row's own node writes the output
-                builder(out.graph).op("Identity", top, out=final, base=f"stats/{ref.name}")
-            names.add(final)
-            add_top_output(final, row_type)
-            probe.stats_output = final
-        ext = builder(g).exact_extremes(src, elem) if extremes and probe.stats_output and _stacks(site.chain) else None
-        if ext:  # the row's extremes are float64: 2^60 + 1 read 2^60
-            t2 = helper.make_tensor_type_proto(elem, [2])
-            if site.chain:  # stacked per iteration ([..., 2]), empty where an If branch did not run, as raw values are
-                t2 = _loosen(t2) if any(n.op_type == "If" for n, _ in site.chain) else t2
-                probe.exact_extremes = _lift(rw, ext, site.chain, t2, "raw")
-                add_top_output(probe.exact_extremes, _with_leading_dims(t2, _loop_depth(site.chain)))
+        probe = Probe(ref=ref, stats_on_host=host_stats)
+        if stats and elem not in UNSUPPORTED_STATS_DTYPES:
+            if count_from_shape and shapes and not site.chain and nonfinite == "deferred":
+                _expose_stats_parts(rw, tg, probe, known)
             else:
-                probe.exact_extremes = _output_of(g, builder(g), ext, EXTREMES_PREFIX + ref.name, names)
-                add_top_output(probe.exact_extremes, t2)
+                _expose_stats_row(rw, tg, probe, known, nonfinite)
+        if extremes and probe.stats_output and _stacks(site.chain):
+            _expose_extremes(rw, tg, probe)
         if shapes and not site.chain:
             shp = builder(g).node("Shape", [src], SHAPE_PREFIX + ref.name)
             add_top_output(shp, helper.make_tensor_type_proto(TensorProto.INT64, [None]))
@@ -296,6 +268,77 @@ def _target(rw: _Rewrite, ref: TensorRef, site: NodeSite, stored: onnx.SparseTen
                            "its values are probed cast to float32")
         elem = TensorProto.FLOAT
     return _Target(ref, site, src, t, elem)
+
+
+def _expose_on_host(rw: _Rewrite, tg: _Target, raw_wanted: bool) -> Probe:
+    """A small main-graph tensor whose statistics (and shape) the host computes: the tensor itself becomes
+    an output (a few KB, summed on the host in float64), with no statistics nodes."""
+    rw.add_top_output(tg.src, tg.t)
+    return Probe(ref=tg.ref, raw_output=tg.src, stats_on_host=True, raw_for_stats=not raw_wanted)
+
+
+def _planned(tg: _Target, known: dict[str, tuple]) -> tuple | None:
+    """The shape the statistics nodes are laid out for: the run's concrete one (``known``), else the ref's
+    static one, else only its rank (or None, unknown)."""
+    return known.get(tg.ref.name) or (tg.ref.shape if tg.ref.shape is not None else _rank_only(tg.t))
+
+
+def _expose_stats_parts(rw: _Rewrite, tg: _Target, probe: Probe, known: dict[str, tuple]) -> None:
+    """``count_from_shape``'s form, for a main-graph tensor: what ``StatsBuilder.stats_parts`` computes
+    (per-block summaries, or the row's two computed pieces) as outputs, for the reader to assemble the row
+    from. Sets ``probe.stats_output``, ``stats_sums``, ``stats_block`` and ``planned_shape``."""
+    g, b, name = tg.site.graph, rw.builder(tg.site.graph), tg.ref.name
+    shape = _planned(tg, known)
+    first, second, probe.stats_block = b.stats_parts(tg.src, tg.elem, shape)
+    probe.planned_shape = _laid_out(shape, tg.elem)
+    probe.stats_output, probe.stats_sums = (_output_of(g, b, part, STATS_PREFIX + name + tag, rw.names)
+                                            if part else None for part, tag in ((first, ""), (second, ".sums")))
+    for o in (probe.stats_output, probe.stats_sums):
+        if o:
+            rw.add_top_output(o, None)
+
+
+def _row_type() -> onnx.TypeProto:
+    return helper.make_tensor_type_proto(TensorProto.DOUBLE, [1, ROW_WIDTH])
+
+
+def _expose_stats_row(rw: _Rewrite, tg: _Target, probe: Probe, known: dict[str, tuple], nonfinite: str) -> None:
+    """The [1, 11] float64 statistics row (``StatsBuilder.stats_row``, ``nonfinite`` its NaN/Inf handling),
+    computed next to the tensor, lifted out of its bodies, as a main-graph output named ``STATS_PREFIX`` +
+    the tensor's name (a fresh name where that one is taken). Sets ``probe.stats_output`` and
+    ``probe.planned_shape`` (none in a body: a body's count is over its runs)."""
+    g, chain, name = tg.site.graph, tg.site.chain, tg.ref.name
+    shape = _planned(tg, known)
+    row = rw.builder(g).stats_row(tg.src, tg.elem, shape, nonfinite)
+    probe.planned_shape = None if chain else _laid_out(shape, tg.elem)
+    top = _lift(rw, row, chain, _row_type(), "stats") if chain else row
+    final = STATS_PREFIX + name
+    if final in rw.names:
+        final = rw.builder(rw.out.graph).fresh(final)
+    if chain or not rename_output(g, top, final, window=64):  # else the row's own node writes the output
+        rw.builder(rw.out.graph).op("Identity", top, out=final, base=f"stats/{name}")
+    rw.names.add(final)
+    rw.add_top_output(final, _row_type())
+    probe.stats_output = final
+
+
+def _expose_extremes(rw: _Rewrite, tg: _Target, probe: Probe) -> None:
+    """An int64 / uint64 tensor's exact [min, max] in its own type, as an output of its own (the row's are
+    float64: 2^60 + 1 reads 2^60); nothing for other types (``StatsBuilder.exact_extremes``). In a body it
+    is stacked per iteration ([..., 2]), and empty where an If branch did not run, as raw values are. Sets
+    ``probe.exact_extremes``. For tensors whose values always stack (``_stacks``)."""
+    g, chain = tg.site.graph, tg.site.chain
+    ext = rw.builder(g).exact_extremes(tg.src, tg.elem)
+    if not ext:
+        return
+    t2 = helper.make_tensor_type_proto(tg.elem, [2])
+    if chain:
+        t2 = _loosen(t2) if any(n.op_type == "If" for n, _ in chain) else t2
+        probe.exact_extremes = _lift(rw, ext, chain, t2, "raw")
+        rw.add_top_output(probe.exact_extremes, _with_leading_dims(t2, _loop_depth(chain)))
+    else:
+        probe.exact_extremes = _output_of(g, rw.builder(g), ext, EXTREMES_PREFIX + tg.ref.name, rw.names)
+        rw.add_top_output(probe.exact_extremes, t2)
 
 
 def _lift(rw: _Rewrite, name: str, chain: tuple, t: onnx.TypeProto | None, kind: str) -> str:
