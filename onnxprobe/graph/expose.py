@@ -23,6 +23,9 @@ from onnx import TensorProto, helper
 
 from onnxprobe.errors import ModelError
 from onnxprobe.graph.builder import all_names, default_opset, rename_output
+from onnxprobe.graph.carried_types import (
+    laid_out, loop_depth, loosen, rank_only, retyped, stacks, with_leading_dim, with_leading_dims,
+)
 from onnxprobe.graph.densify import dense_array
 from onnxprobe.graph.shapes import own_type, value_types
 from onnxprobe.graph.stats_nodes import (
@@ -180,7 +183,7 @@ def expose(
                 _expose_stats_parts(rw, tg, probe, known)
             else:
                 _expose_stats_row(rw, tg, probe, known, nonfinite)
-        if extremes and probe.stats_output and _stacks(site.chain):
+        if extremes and probe.stats_output and stacks(site.chain):
             _expose_extremes(rw, tg, probe)
         if shapes and not site.chain:
             shp = builder(g).node("Shape", [src], SHAPE_PREFIX + ref.name)
@@ -207,9 +210,9 @@ def expose(
                         src = builder(g).node("Reshape", [src, builder(g).const(np.array([1], np.int64))], f"{ref.name}.as1")
                         t = helper.make_tensor_type_proto(elem, [1])
                         probe.raw_scalar = True
-                    t = _loosen(t)
+                    t = loosen(t)
                 probe.raw_output = _lift(rw, src, site.chain, t, "raw")
-                add_top_output(probe.raw_output, _with_leading_dims(t, _loop_depth(site.chain)))
+                add_top_output(probe.raw_output, with_leading_dims(t, loop_depth(site.chain)))
         probes.append(probe)
     for b in builders.values():
         b.interleave()
@@ -263,7 +266,7 @@ def _target(rw: _Rewrite, ref: TensorRef, site: NodeSite, stored: onnx.SparseTen
         t = helper.make_tensor_type_proto(elem, list(dense.shape))
     if elem in NARROW_TYPES:
         src = rw.builder(g).node("Cast", [ref.name], f"{ref.name}.as_f32", to=TensorProto.FLOAT)
-        t = _retyped(t, TensorProto.FLOAT)
+        t = retyped(t, TensorProto.FLOAT)
         rw.warnings.append(f"{ref.name}: {TensorProto.DataType.Name(elem).lower()} has no numpy type and few kernels; "
                            "its values are probed cast to float32")
         elem = TensorProto.FLOAT
@@ -280,7 +283,7 @@ def _expose_on_host(rw: _Rewrite, tg: _Target, raw_wanted: bool) -> Probe:
 def _planned(tg: _Target, known: dict[str, tuple]) -> tuple | None:
     """The shape the statistics nodes are laid out for: the run's concrete one (``known``), else the ref's
     static one, else only its rank (or None, unknown)."""
-    return known.get(tg.ref.name) or (tg.ref.shape if tg.ref.shape is not None else _rank_only(tg.t))
+    return known.get(tg.ref.name) or (tg.ref.shape if tg.ref.shape is not None else rank_only(tg.t))
 
 
 def _expose_stats_parts(rw: _Rewrite, tg: _Target, probe: Probe, known: dict[str, tuple]) -> None:
@@ -290,7 +293,7 @@ def _expose_stats_parts(rw: _Rewrite, tg: _Target, probe: Probe, known: dict[str
     g, b, name = tg.site.graph, rw.builder(tg.site.graph), tg.ref.name
     shape = _planned(tg, known)
     first, second, probe.stats_block = b.stats_parts(tg.src, tg.elem, shape)
-    probe.planned_shape = _laid_out(shape, tg.elem)
+    probe.planned_shape = laid_out(shape, tg.elem)
     probe.stats_output, probe.stats_sums = (_output_of(g, b, part, STATS_PREFIX + name + tag, rw.names)
                                             if part else None for part, tag in ((first, ""), (second, ".sums")))
     for o in (probe.stats_output, probe.stats_sums):
@@ -310,7 +313,7 @@ def _expose_stats_row(rw: _Rewrite, tg: _Target, probe: Probe, known: dict[str, 
     g, chain, name = tg.site.graph, tg.site.chain, tg.ref.name
     shape = _planned(tg, known)
     row = rw.builder(g).stats_row(tg.src, tg.elem, shape, nonfinite)
-    probe.planned_shape = None if chain else _laid_out(shape, tg.elem)
+    probe.planned_shape = None if chain else laid_out(shape, tg.elem)
     top = _lift(rw, row, chain, _row_type(), "stats") if chain else row
     final = STATS_PREFIX + name
     if final in rw.names:
@@ -326,16 +329,16 @@ def _expose_extremes(rw: _Rewrite, tg: _Target, probe: Probe) -> None:
     """An int64 / uint64 tensor's exact [min, max] in its own type, as an output of its own (the row's are
     float64: 2^60 + 1 reads 2^60); nothing for other types (``StatsBuilder.exact_extremes``). In a body it
     is stacked per iteration ([..., 2]), and empty where an If branch did not run, as raw values are. Sets
-    ``probe.exact_extremes``. For tensors whose values always stack (``_stacks``)."""
+    ``probe.exact_extremes``. For tensors whose values always stack (``stacks``)."""
     g, chain = tg.site.graph, tg.site.chain
     ext = rw.builder(g).exact_extremes(tg.src, tg.elem)
     if not ext:
         return
     t2 = helper.make_tensor_type_proto(tg.elem, [2])
     if chain:
-        t2 = _loosen(t2) if any(n.op_type == "If" for n, _ in chain) else t2
+        t2 = loosen(t2) if any(n.op_type == "If" for n, _ in chain) else t2
         probe.exact_extremes = _lift(rw, ext, chain, t2, "raw")
-        rw.add_top_output(probe.exact_extremes, _with_leading_dims(t2, _loop_depth(chain)))
+        rw.add_top_output(probe.exact_extremes, with_leading_dims(t2, loop_depth(chain)))
     else:
         probe.exact_extremes = _output_of(g, rw.builder(g), ext, EXTREMES_PREFIX + tg.ref.name, rw.names)
         rw.add_top_output(probe.exact_extremes, t2)
@@ -380,7 +383,7 @@ def _other_branch_placeholder(rw: _Rewrite, parent: onnx.NodeProto, attr: str, b
     """``body``, one branch of If ``parent``, has just gained an output: the other branch gains one too, a
     placeholder for when it runs instead (the identity row for statistics; for raw values an empty tensor
     of the value's rank, what "did not run" reads as). Returns the output's type: for raw values loosened to
-    its rank (``_loosen``), in ``body`` too, as the two branches now return different shapes."""
+    its rank (``loosen``), in ``body`` too, as the two branches now return different shapes."""
     other = _graph_attr(parent, "else_branch" if attr == "then_branch" else "then_branch")
     if kind == "stats":
         ph_value = IDENTITY_ROW
@@ -393,7 +396,7 @@ def _other_branch_placeholder(rw: _Rewrite, parent: onnx.NodeProto, attr: str, b
     if ph in rw.ends_of(other):
         ph = rw.builder(other).node("Identity", [ph], "onnxprobe.placeholder")
     if t is not None and kind == "raw":
-        t = _loosen(t)
+        t = loosen(t)
         body.output[-1].type.CopyFrom(t)
     _append_output(rw, other, ph, t)
     return t
@@ -411,7 +414,7 @@ def _stacked(rw: _Rewrite, parent: onnx.NodeProto, enclosing: onnx.GraphProto, n
     if kind == "stats":
         new = rw.builder(enclosing).merge_rows(new)
     elif t is not None:
-        t = _with_leading_dim(t)
+        t = with_leading_dim(t)
     return new, t
 
 
@@ -431,63 +434,10 @@ def _output_of(g: onnx.GraphProto, b: StatsBuilder, t: str, want: str, names: se
     return final
 
 
+# the nodes whose bodies' tensors ``_lift`` carries out to the main graph
+CARRIERS = ("If", "Loop", "Scan")
 # element types with no numpy dtype (without ml_dtypes) and few onnxruntime kernels (no Shape for int4 at
 # opset 21, no Reduce* for float8): probed through a Cast to float32
-# the nodes whose bodies' tensors ``lift`` carries out to the main graph
-CARRIERS = ("If", "Loop", "Scan")
 NARROW_TYPES = {getattr(TensorProto, k) for k in ("FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ",
                                                    "FLOAT8E8M0", "INT4", "UINT4", "FLOAT4E2M1", "INT2", "UINT2")
                 if hasattr(TensorProto, k)}
-
-
-def _retyped(t: onnx.TypeProto | None, elem: int) -> onnx.TypeProto | None:
-    if t is None:
-        return None
-    out = onnx.TypeProto()
-    out.CopyFrom(t)
-    out.tensor_type.elem_type = elem
-    return out
-
-
-def _laid_out(shape: tuple | None, elem: int | None) -> tuple | None:
-    """The dims a float32 statistics row is laid out for (``Probe.planned_shape``): None where it fixes none
-    (integers, float64 and tensors of unknown rank take a flat float64 row, right at any size)."""
-    if elem != TensorProto.FLOAT or not shape or not any(isinstance(d, int) for d in shape):
-        return None
-    return tuple(d if isinstance(d, int) else None for d in shape)
-
-
-def _rank_only(t: onnx.TypeProto | None) -> tuple | None:
-    if t is None or not t.tensor_type.HasField("shape"):
-        return None
-    return tuple(None for _ in t.tensor_type.shape.dim)
-
-
-def _loosen(t: onnx.TypeProto) -> onnx.TypeProto:
-    """The type of a value carried out of an If branch: its rank without dims (the branch that did not run
-    returns it empty)."""
-    if not t.tensor_type.HasField("shape"):
-        return t
-    return helper.make_tensor_type_proto(t.tensor_type.elem_type, [None] * len(t.tensor_type.shape.dim))
-
-
-def _stacks(chain: tuple) -> bool:
-    """Whether a value of one shape in this body always stacks: not inside an If branch within a Loop or
-    Scan body (that branch's value is empty in the iterations that take the other one)."""
-    kinds = [n.op_type for n, _ in chain]
-    return not any(k == "If" and any(o in ("Loop", "Scan") for o in kinds[:j]) for j, k in enumerate(kinds))
-
-
-def _loop_depth(chain: tuple) -> int:
-    return sum(1 for n, _ in chain if n.op_type in ("Loop", "Scan"))
-
-
-def _with_leading_dim(t: onnx.TypeProto) -> onnx.TypeProto:
-    return _with_leading_dims(t, 1)
-
-
-def _with_leading_dims(t: onnx.TypeProto, k: int) -> onnx.TypeProto:
-    if k == 0 or not t.tensor_type.HasField("shape"):
-        return t
-    dims = [None] * k + [d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in t.tensor_type.shape.dim]
-    return helper.make_tensor_type_proto(t.tensor_type.elem_type, dims)
