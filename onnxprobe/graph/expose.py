@@ -162,9 +162,6 @@ def expose(
         warnings.append(f"model opset {opset} predates IsNaN (opset {MIN_OPSET}): statistics are computed on the host")
         stats, raw = False, True
     rw = _Rewrite.of(model, opset, warnings)
-    out, builder, add_top_output = rw.out, rw.builder, rw.add_top_output
-    builders = rw.builders
-
     # a set names tensors by name or by ``TensorRef.key`` (a name that sibling bodies share, qualified)
     want_raw = (lambda r: r.name in raw or r.key in raw) if isinstance(raw, set) else (lambda r: bool(raw))
     probes: list[Probe] = []
@@ -173,50 +170,26 @@ def expose(
         if found is None:
             continue
         tg = _target(rw, ref, *found)
-        site, g, src, t, elem = tg.site, tg.site.graph, tg.src, tg.t, tg.elem
-        if stats and ref.name in host and not site.chain and elem not in UNSUPPORTED_STATS_DTYPES:
+        chain = tg.site.chain
+        summarised = stats and tg.elem not in UNSUPPORTED_STATS_DTYPES
+        if summarised and ref.name in host and not chain:
             probes.append(_expose_on_host(rw, tg, want_raw(ref)))
             continue
         probe = Probe(ref=ref, stats_on_host=host_stats)
-        if stats and elem not in UNSUPPORTED_STATS_DTYPES:
-            if count_from_shape and shapes and not site.chain and nonfinite == "deferred":
-                _expose_stats_parts(rw, tg, probe, known)
-            else:
-                _expose_stats_row(rw, tg, probe, known, nonfinite)
-        if extremes and probe.stats_output and stacks(site.chain):
+        if summarised and count_from_shape and shapes and not chain and nonfinite == "deferred":
+            _expose_stats_parts(rw, tg, probe, known)
+        elif summarised:
+            _expose_stats_row(rw, tg, probe, known, nonfinite)
+        if extremes and probe.stats_output and stacks(chain):
             _expose_extremes(rw, tg, probe)
-        if shapes and not site.chain:
-            shp = builder(g).node("Shape", [src], SHAPE_PREFIX + ref.name)
-            add_top_output(shp, helper.make_tensor_type_proto(TensorProto.INT64, [None]))
-            probe.shape_output = shp
-        elif shapes and site.chain and all(n.op_type == "If" for n, _ in site.chain):
-            # inside If branches only (one value a run): its runtime shape, carried out as the raw values are
-            # (empty when its branch did not run; ``runners.readback.read_probes`` tells that from a scalar's [])
-            ty = helper.make_tensor_type_proto(TensorProto.INT64, [None])
-            probe.shape_output = _lift(rw, builder(g).node("Shape", [src], SHAPE_PREFIX + ref.name), site.chain, ty, "raw")
-            add_top_output(probe.shape_output, ty)
+        if shapes:
+            _expose_shape(rw, tg, probe)
         if want_raw(ref):
-            if not site.chain:
-                add_top_output(src, t)
-                probe.raw_output = src
-            elif t is None or not elem:
-                warnings.append(f"{ref.name}: type unknown inside a subgraph; raw values not saved")
-            else:
-                if any(n.op_type == "If" for n, _ in site.chain):
-                    if t.tensor_type.HasField("shape") and not t.tensor_type.shape.dim:
-                        # a scalar of an If branch leaves it as [1], so that the branch that did not run can
-                        # return it empty ([0]) instead of a 0 that would pass for a value; readers make it a
-                        # scalar again (``Probe.raw_scalar``)
-                        src = builder(g).node("Reshape", [src, builder(g).const(np.array([1], np.int64))], f"{ref.name}.as1")
-                        t = helper.make_tensor_type_proto(elem, [1])
-                        probe.raw_scalar = True
-                    t = loosen(t)
-                probe.raw_output = _lift(rw, src, site.chain, t, "raw")
-                add_top_output(probe.raw_output, with_leading_dims(t, loop_depth(site.chain)))
+            _expose_raw(rw, tg, probe)
         probes.append(probe)
-    for b in builders.values():
+    for b in rw.builders.values():
         b.interleave()
-    return out, probes
+    return rw.out, probes
 
 
 def _site_of(rw: _Rewrite, ref: TensorRef) -> tuple[NodeSite, onnx.SparseTensorProto | None] | None:
@@ -342,6 +315,46 @@ def _expose_extremes(rw: _Rewrite, tg: _Target, probe: Probe) -> None:
     else:
         probe.exact_extremes = _output_of(g, rw.builder(g), ext, EXTREMES_PREFIX + tg.ref.name, rw.names)
         rw.add_top_output(probe.exact_extremes, t2)
+
+
+def _expose_shape(rw: _Rewrite, tg: _Target, probe: Probe) -> None:
+    """The tensor's runtime shape (int64 [rank]) as an output named ``SHAPE_PREFIX`` + its name: of a
+    main-graph tensor; of one inside If branches only (one value a run), carried out as raw values are
+    (empty when its branch did not run; ``runners.readback.read_probes`` tells that from a scalar's []);
+    none inside a Loop or Scan body. Sets ``probe.shape_output``."""
+    g, chain, name = tg.site.graph, tg.site.chain, tg.ref.name
+    if not chain:
+        shp = rw.builder(g).node("Shape", [tg.src], SHAPE_PREFIX + name)
+        rw.add_top_output(shp, helper.make_tensor_type_proto(TensorProto.INT64, [None]))
+        probe.shape_output = shp
+    elif all(n.op_type == "If" for n, _ in chain):
+        ty = helper.make_tensor_type_proto(TensorProto.INT64, [None])
+        probe.shape_output = _lift(rw, rw.builder(g).node("Shape", [tg.src], SHAPE_PREFIX + name), chain, ty, "raw")
+        rw.add_top_output(probe.shape_output, ty)
+
+
+def _expose_raw(rw: _Rewrite, tg: _Target, probe: Probe) -> None:
+    """The tensor's values as an output: a main-graph tensor as it is; a body's carried out (``_lift``),
+    stacked one per Loop / Scan iteration, its type loosened to its rank out of If branches, where a
+    scalar leaves as [1] (``Probe.raw_scalar``), so that the branch that did not run can return it empty
+    ([0]) instead of a 0 that would pass for a value. A body's tensor of unknown type: a warning instead.
+    Sets ``probe.raw_output`` (and ``raw_scalar``)."""
+    g, chain, name, src, t = tg.site.graph, tg.site.chain, tg.ref.name, tg.src, tg.t
+    if not chain:
+        rw.add_top_output(src, t)
+        probe.raw_output = src
+        return
+    if t is None or not tg.elem:
+        rw.warnings.append(f"{name}: type unknown inside a subgraph; raw values not saved")
+        return
+    if any(n.op_type == "If" for n, _ in chain):
+        if t.tensor_type.HasField("shape") and not t.tensor_type.shape.dim:
+            src = rw.builder(g).node("Reshape", [src, rw.builder(g).const(np.array([1], np.int64))], f"{name}.as1")
+            t = helper.make_tensor_type_proto(tg.elem, [1])
+            probe.raw_scalar = True
+        t = loosen(t)
+    probe.raw_output = _lift(rw, src, chain, t, "raw")
+    rw.add_top_output(probe.raw_output, with_leading_dims(t, loop_depth(chain)))
 
 
 def _lift(rw: _Rewrite, name: str, chain: tuple, t: onnx.TypeProto | None, kind: str) -> str:
