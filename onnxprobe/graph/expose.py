@@ -158,9 +158,8 @@ def expose(
     warnings = warnings if warnings is not None else []
     opset = default_opset(model)
     host_stats = stats and opset < MIN_OPSET
-    if host_stats:  # IsNaN/Where appear in opset 9: fetch the tensors and let the host compute
-        warnings.append(f"model opset {opset} predates IsNaN (opset {MIN_OPSET}): statistics are computed on the host")
-        stats, raw = False, True
+    if host_stats:
+        stats, raw = _stats_on_host(opset, warnings)
     rw = _Rewrite.of(model, opset, warnings)
     # a set names tensors by name or by ``TensorRef.key`` (a name that sibling bodies share, qualified)
     want_raw = (lambda r: r.name in raw or r.key in raw) if isinstance(raw, set) else (lambda r: bool(raw))
@@ -190,6 +189,14 @@ def expose(
     for b in rw.builders.values():
         b.interleave()
     return rw.out, probes
+
+
+def _stats_on_host(opset: int, warnings: list[str]) -> tuple[bool, bool]:
+    """A model whose opset predates IsNaN / Where (opset 9) gets no statistics nodes: its tensors are fetched
+    raw and the host computes their statistics (``Probe.stats_on_host``), with a warning. Returns the
+    (``stats``, ``raw``) that ``expose`` goes on with."""
+    warnings.append(f"model opset {opset} predates IsNaN (opset {MIN_OPSET}): statistics are computed on the host")
+    return False, True
 
 
 def _site_of(rw: _Rewrite, ref: TensorRef) -> tuple[NodeSite, onnx.SparseTensorProto | None] | None:
