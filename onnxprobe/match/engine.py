@@ -18,54 +18,18 @@ Shapes must agree wherever both are known; a rejected candidate leaves its reaso
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from onnxprobe.errors import UsageError, setting_error, settings_error
 from onnxprobe.match.align import align
 from onnxprobe.match.folds import folded_elsewhere, node_words, tail_folded
 from onnxprobe.match.integers import IntegerCheck, Unknown
 from onnxprobe.match.observe import Observable, scoped_hint, stem
 from onnxprobe.match.ops import canonical, compatible
+from onnxprobe.match.pairs import Matching, Pair, Unmatched, shape_words, shapes_agree
 from onnxprobe.match.refused import contradicts, named_other, refuse
 from onnxprobe.match.weights import near_weights
-from onnxprobe.text import clip, quote
 # matching's causes live in onnxprobe.types (report/ reads them in the JSON too); imported from here as well
 from onnxprobe.types import (COPY, DIFFERENT_FUNCTION, FOLDED, MAP, NO_COUNTERPART, NO_GRADIENT, NO_NUMBERS,  # noqa: F401
                              NOT_OBSERVABLE, OTHER_SHAPE, OTHER_VALUES)
-
-
-@dataclass
-class Pair:
-    a: Observable
-    b: Observable
-    strategy: str
-    reason: str
-
-    def __repr__(self) -> str:
-        return f"Pair({quote(clip(self.a.name, 80))} <-> {quote(clip(self.b.name, 80))}, strategy={self.strategy!r})"
-
-
-@dataclass
-class Unmatched:
-    obs: Observable
-    reason: str
-    cause: str = NO_COUNTERPART
-    kind: str = ""  # the cause in a few words where the cause alone says too little (compare.uncompared), or ""
-
-
-@dataclass
-class Matching:
-    pairs: list[Pair]
-    unmatched_a: list[Unmatched]
-    unmatched_b: list[Unmatched]
-
-
-def shapes_agree(a: tuple | None, b: tuple | None) -> bool:
-    if a is None or b is None:
-        return True
-    if len(a) != len(b):
-        return False
-    return all(not (isinstance(x, int) and isinstance(y, int)) or x == y for x, y in zip(a, b))
 
 
 def match(obs_a: list[Observable], obs_b: list[Observable], user_map: dict[str, str] | None = None) -> Matching:
@@ -102,8 +66,8 @@ def match(obs_a: list[Observable], obs_b: list[Observable], user_map: dict[str, 
             folded.add(k)
             return False
         if not shapes_agree(a.shape, b.shape):
-            why_a[i] = f"{strategy} candidate {b.name} in B has another shape ({_shp(a.shape)} vs {_shp(b.shape)})"
-            why_b[j] = f"{strategy} candidate {a.name} in A has another shape ({_shp(a.shape)} vs {_shp(b.shape)})"
+            why_a[i] = f"{strategy} candidate {b.name} in B has another shape ({shape_words(a.shape)} vs {shape_words(b.shape)})"
+            why_b[j] = f"{strategy} candidate {a.name} in A has another shape ({shape_words(a.shape)} vs {shape_words(b.shape)})"
             shape_a.add(i)
             shape_b.add(j)
             return False
@@ -192,7 +156,7 @@ def match(obs_a: list[Observable], obs_b: list[Observable], user_map: dict[str, 
         via = [f"{side}'s {n!r} compared as {o.name!r}, its quantized value" for side, n, o in
                (("A", a_name, obs_a[ia]), ("B", b_name, obs_b[jb])) if n not in (o.name, o.probe)]
         if not take(ia, jb, "map", "given in --map" + (f" ({'; '.join(via)})" if via else "")):
-            raise setting_error(UsageError, MAP, f"{a_name} -> {b_name}: shapes {_shp(obs_a[ia].shape)} and {_shp(obs_b[jb].shape)} "
+            raise setting_error(UsageError, MAP, f"{a_name} -> {b_name}: shapes {shape_words(obs_a[ia].shape)} and {shape_words(obs_b[jb].shape)} "
                              "differ, so they cannot be compared")
     # 2. same key (name, or the float name a quantized value stands for)
     for i, a in enumerate(obs_a):
@@ -383,12 +347,6 @@ def _node_stem(name: str) -> str:
         if name.endswith(s):
             return name[: -len(s)]
     return name
-
-
-def _shp(s) -> str:
-    if s is not None and len(s) == 0:
-        return "scalar"  # as the table says it (an empty join read "shapes 2x4 and  differ")
-    return "?" if s is None else "x".join(str(d) if d is not None else "?" for d in s)
 
 
 def _undo_contradicted(pairs, made, used_a, used_b, a_to_b, b_to_a, other_reads, why_a, why_b, other_a, other_b) -> bool:
