@@ -33,15 +33,25 @@ from onnxprobe.types import (COPY, DIFFERENT_FUNCTION, FOLDED, MAP, NO_COUNTERPA
 
 
 def match(obs_a: list[Observable], obs_b: list[Observable], user_map: dict[str, str] | None = None) -> Matching:
+    """Pair ``obs_a`` (model A's observables) with ``obs_b`` (B's) by the strategies above, in that order."""
     st = MatchState(obs_a, obs_b)
-    pairs, made, used_a, used_b, why_a, why_b = st.pairs, st.made, st.used_a, st.used_b, st.why_a, st.why_b
-    shape_a, shape_b, folded_a, folded_b, other_a, other_b = st.shape_a, st.shape_b, st.folded_a, st.folded_b, st.other_a, st.other_b
-    a_to_b, b_to_a, if_map, renamed = st.a_to_b, st.b_to_a, st.if_map, st.renamed
-    b_by_key, b_by_name, a_by_name, a_keys = st.b_by_key, st.b_by_name, st.a_by_name, st.a_keys
-    take, structural, reads_alike, a_scope, like = st.take, st.structural, st.reads_alike, st.a_scope, st.like
+    _pair_user_map(st, user_map or {})
+    _pair_by_key(st)
+    _pair_by_stem(st)
+    _pair_by_node_name(st)
+    _undo_named_other(st)
+    _pair_by_weights_and_reads(st)
+    _align_structurally(st)
+    _undo_contradicted(st)
+    _say_refused(st)
+    return _matching(st)
 
-    # 1. user map
-    for a_name, b_name in (user_map or {}).items():
+
+def _pair_user_map(st: MatchState, user_map: dict[str, str]) -> None:
+    """Step 1: every (A name -> B name) of ``user_map`` paired, each name an observable's name, key or probe;
+    a name that is none, or is in another entry, or a pair of other shapes: a UsageError."""
+    obs_a, obs_b = st.obs_a, st.obs_b
+    for a_name, b_name in user_map.items():
         ia = next((i for i, o in enumerate(obs_a) if a_name in (o.name, o.key, o.probe)), None)
         jb = next((j for j, o in enumerate(obs_b) if b_name in (o.name, o.key, o.probe)), None)
         if ia is None or jb is None:
@@ -50,136 +60,184 @@ def match(obs_a: list[Observable], obs_b: list[Observable], user_map: dict[str, 
                              + scoped_hint(obs_a if ia is None else obs_b, missing))
         # the user's pair is made as given or refused out loud: silently falling back to the other
         # strategies would report a comparison the user did not ask for as if it were theirs
-        if ia in used_a or jb in used_b:
-            twice = a_name if ia in used_a else b_name
+        if ia in st.used_a or jb in st.used_b:
+            twice = a_name if ia in st.used_a else b_name
             raise settings_error(UsageError, lambda say: f"{say(MAP)} {a_name} -> {b_name}: {twice!r} is already in another {say(MAP)} entry")
         # a float tensor of a quantized model is compared as its quantized value (the observable whose key it
         # is: the Q -> DQ copy the next layers use, a uint8 tensor), as the other strategies compare it: said
         via = [f"{side}'s {n!r} compared as {o.name!r}, its quantized value" for side, n, o in
                (("A", a_name, obs_a[ia]), ("B", b_name, obs_b[jb])) if n not in (o.name, o.probe)]
-        if not take(ia, jb, "map", "given in --map" + (f" ({'; '.join(via)})" if via else "")):
-            raise setting_error(UsageError, MAP, f"{a_name} -> {b_name}: shapes {shape_words(obs_a[ia].shape)} and {shape_words(obs_b[jb].shape)} "
-                             "differ, so they cannot be compared")
-    # 2. same key (name, or the float name a quantized value stands for)
-    for i, a in enumerate(obs_a):
-        if i in used_a:
+        if not st.take(ia, jb, "map", "given in --map" + (f" ({'; '.join(via)})" if via else "")):
+            raise setting_error(UsageError, MAP, f"{a_name} -> {b_name}: shapes {shape_words(obs_a[ia].shape)} and "
+                                f"{shape_words(obs_b[jb].shape)} differ, so they cannot be compared")
+
+
+def _key_pairing(a: Observable, b: Observable) -> tuple[str, str]:
+    """(strategy, reason) of A's ``a`` and B's ``b`` paired by key: the quantized side's kind, whichever model
+    it is (a float A against its quantized B: B's), and how its value stands for the float one."""
+    q, where = (a, "") if a.kind != "float" or b.kind == "float" else (b, " in B")
+    strategy = "name" if q.kind == "float" else q.kind
+    reason = {"name": "same tensor name", "qdq": f"DequantizeLinear(QuantizeLinear({a.key})){where}",
+              "qoperator": f"{q.op_type} output{where} dequantized with its own scale",
+              "dynamic": f"float result{where} after the integer layer's rescale"}[strategy]
+    return strategy, reason
+
+
+def _pair_by_key(st: MatchState) -> None:
+    """Step 2: each unpaired A tensor with B's of the same key (its name, or the float name a quantized value
+    stands for); where a quantized side's range starts at 0 and the float side applies a Relu to the
+    tensor, with that Relu's output instead (``_pair_past_folded_relu``)."""
+    for i, a in enumerate(st.obs_a):
+        if i in st.used_a:
             continue
-        j = b_by_key.get(a.key)
-        if j is None or j in used_b:
+        j = st.b_by_key.get(a.key)
+        if j is None or j in st.used_b:
             continue
-        b = obs_b[j]
-        # the quantized side's kind, whichever model it is (a float A against its quantized B: B's)
-        q, where = (a, "") if a.kind != "float" or b.kind == "float" else (b, " in B")
-        strategy = "name" if q.kind == "float" else q.kind
-        ops = "" if a.effective_op == b.effective_op else f"; {a.effective_op} in A stands for {b.effective_op} in B"
-        reason = {"name": "same tensor name", "qdq": f"DequantizeLinear(QuantizeLinear({a.key})){where}",
-                  "qoperator": f"{q.op_type} output{where} dequantized with its own scale",
-                  "dynamic": f"float result{where} after the integer layer's rescale"}[strategy]
-        # a quantized value whose range starts at 0 holds Relu(x) when the float model applies a Relu to x
-        # (or a Clip from 0: a Relu6, a HardSwish's clip): it is compared with that node's output, never
-        # with x (a different function of the data); not where the quantized model holds that node's output
-        # itself (it kept the node: a range that starts at 0 by itself, a Sigmoid's)
-        if a.floor_zero and b.kind == "float" and b.relu in b_by_name and b.relu not in a_keys:
-            r = b_by_name[b.relu]
-            op = obs_b[r].op_type
-            why_b[j] = f"its {op} {b.relu!r} is folded into A's quantization range: compared there (with A's {a.name!r})"
-            folded_b.add(j)
-            if r not in used_b:
-                take(i, r, strategy, reason + f"; B's {op} is folded into A's quantization range (no value below 0)")
-            continue
-        if b.floor_zero and a.kind == "float" and a.relu in a_by_name and a.relu not in b_by_key:
-            r = a_by_name[a.relu]
-            op = obs_a[r].op_type
-            why_a[i] = f"its {op} {a.relu!r} is folded into B's quantization range: compared there (with B's {b.name!r})"
-            folded_a.add(i)
-            if r not in used_a:
-                take(r, j, "name" if b.kind == "float" else b.kind, reason + f"; A's {op} is folded into B's quantization range (no value below 0)")
-            continue
-        take(i, j, strategy, reason + ops)
-    # 3. quantizer suffixes
-    for i, a in enumerate(obs_a):
-        if i in used_a:
+        b = st.obs_b[j]
+        strategy, reason = _key_pairing(a, b)
+        if not _pair_past_folded_relu(st, i, j, strategy, reason):
+            ops = "" if a.effective_op == b.effective_op else f"; {a.effective_op} in A stands for {b.effective_op} in B"
+            st.take(i, j, strategy, reason + ops)
+
+
+def _pair_past_folded_relu(st: MatchState, i: int, j: int, strategy: str, reason: str) -> bool:
+    """Whether A's ``i`` and B's ``j`` (of one key) were settled as a Relu folded into one side's quantization
+    range: the float side's tensor left unpaired (folded), its Relu's output paired instead where free."""
+    a, b = st.obs_a[i], st.obs_b[j]
+    # a quantized value whose range starts at 0 holds Relu(x) when the float model applies a Relu to x
+    # (or a Clip from 0: a Relu6, a HardSwish's clip): it is compared with that node's output, never
+    # with x (a different function of the data); not where the quantized model holds that node's output
+    # itself (it kept the node: a range that starts at 0 by itself, a Sigmoid's)
+    if a.floor_zero and b.kind == "float" and b.relu in st.b_by_name and b.relu not in st.a_keys:
+        r = st.b_by_name[b.relu]
+        op = st.obs_b[r].op_type
+        st.why_b[j] = f"its {op} {b.relu!r} is folded into A's quantization range: compared there (with A's {a.name!r})"
+        st.folded_b.add(j)
+        if r not in st.used_b:
+            st.take(i, r, strategy, reason + f"; B's {op} is folded into A's quantization range (no value below 0)")
+        return True
+    if b.floor_zero and a.kind == "float" and a.relu in st.a_by_name and a.relu not in st.b_by_key:
+        r = st.a_by_name[a.relu]
+        op = st.obs_a[r].op_type
+        st.why_a[i] = f"its {op} {a.relu!r} is folded into B's quantization range: compared there (with B's {b.name!r})"
+        st.folded_a.add(i)
+        if r not in st.used_a:
+            st.take(r, j, "name" if b.kind == "float" else b.kind, reason + f"; A's {op} is folded into B's quantization range (no value below 0)")
+        return True
+    return False
+
+
+def _pair_by_stem(st: MatchState) -> None:
+    """Step 3: an unpaired A tensor whose name or key without a quantizer suffix (``_quantized``...) is a
+    free B tensor's key or name, of a compatible op."""
+    for i, a in enumerate(st.obs_a):
+        if i in st.used_a:
             continue
         for cand in dict.fromkeys(c for c in (stem(a.name), stem(a.key)) if c not in (a.name, a.key)):  # a suffix to drop
-            j = b_by_key.get(cand, b_by_name.get(cand))
-            if j is not None and j not in used_b and compatible(a.effective_op, obs_b[j].effective_op):
-                if take(i, j, "qoperator-stem", f"{a.name} is the quantized {cand}"):
+            j = st.b_by_key.get(cand, st.b_by_name.get(cand))
+            if j is not None and j not in st.used_b and compatible(a.effective_op, st.obs_b[j].effective_op):
+                if st.take(i, j, "qoperator-stem", f"{a.name} is the quantized {cand}"):
                     break
-    # 4. node names
+
+
+def _pair_by_node_name(st: MatchState) -> None:
+    """Step 4: unpaired tensors whose nodes have one name of their own (a ``_quant`` suffix aside) and
+    compatible ops; a candidate whose reads contradict, or that reads a refused one, joins ``st.renamed``."""
     b_by_node: dict[str, list[int]] = {}
-    for j, o in enumerate(obs_b):
+    for j, o in enumerate(st.obs_b):
         if o.node_named:  # an unnamed node's "Op_index" says only where it is: no evidence
             b_by_node.setdefault(_node_stem(o.node), []).append(j)
     # a node an optimizer rewrote keeps its name (onnxruntime's transpose optimizer moves a Transpose below a
     # Slice, which then reads x where B's reads Transpose(x)): a candidate whose reads contradict
     # (``reads_alike``), or that reads such a refused candidate, is another function of the data
-    for i, a in enumerate(obs_a):
-        if i in used_a or not a.node_named:
+    for i, a in enumerate(st.obs_a):
+        if i in st.used_a or not a.node_named:
             continue
         for j in b_by_node.get(_node_stem(a.node), []):
-            if j not in used_b and compatible(a.effective_op, obs_b[j].effective_op):
-                b = obs_b[j]
-                if not reads_alike(i, j) or any((s, t) in renamed for s in a.sources for t in b.sources):
-                    renamed.add((a.name, b.name))
+            if j not in st.used_b and compatible(a.effective_op, st.obs_b[j].effective_op):
+                b = st.obs_b[j]
+                if not st.reads_alike(i, j) or any((s, t) in st.renamed for s in a.sources for t in b.sources):
+                    st.renamed.add((a.name, b.name))
                     st.refuse_other(i, j, "node-name")
-                elif take(i, j, "node-name", f"same node name {a.node!r}"):
+                elif st.take(i, j, "node-name", f"same node name {a.node!r}"):
                     break
-    # a name is no proof: two tensors of one name that are other functions of the data are undone before
-    # anything is aligned between them (step 8 says why, where their weights contradict)
-    for k in [k for k, p in enumerate(pairs) if p.strategy == "name"][::-1]:
-        why = named_other(pairs[k].a, pairs[k].b, st.shared, a_to_b)
+
+
+def _undo_named_other(st: MatchState) -> None:
+    """Pairs by name that are two functions of the data (``match.refused.named_other``) undone, before
+    anything is aligned between them: a name is no proof (step 8 says why, where their weights contradict)."""
+    for k in [k for k, p in enumerate(st.pairs) if p.strategy == "name"][::-1]:
+        why = named_other(st.pairs[k].a, st.pairs[k].b, st.shared, st.a_to_b)
         if why is not None:
             p, i, j = st.unpair(k)
-            why_a[i], why_b[j] = f"name candidate {p.b.name} in B: it {why[0]}", f"name candidate {p.a.name} in A: it {why[1]}"
-            other_a.add(i), other_b.add(j)
-    # 5. the same weights: a tensor of each model, alone in it to read those float constants with that op;
-    # then what reads tensors paired so far, before any pairing by order (which may cross parallel branches)
-    _same_weights(obs_a, obs_b, used_a, used_b, structural, like)
-    near_weights(obs_a, obs_b, used_a, used_b, structural, like)  # moved a little
+            st.why_a[i], st.why_b[j] = f"name candidate {p.b.name} in B: it {why[0]}", f"name candidate {p.a.name} in A: it {why[1]}"
+            st.other_a.add(i), st.other_b.add(j)
+
+
+def _pair_by_weights_and_reads(st: MatchState) -> None:
+    """Step 5: a tensor of each model, alone in it to read those float constants with that op (exactly, then
+    moved a little); then what reads tensors paired so far, before any pairing by order (which may cross
+    parallel branches)."""
+    _same_weights(st.obs_a, st.obs_b, st.used_a, st.used_b, st.structural, st.like)
+    near_weights(st.obs_a, st.obs_b, st.used_a, st.used_b, st.structural, st.like)  # moved a little
     _same_inputs(st)
-    # 6. structural alignment between anchors, and what reads its pairs
-    align(obs_a, obs_b, used_a, used_b, structural, list(made), like)
+
+
+def _align_structurally(st: MatchState) -> None:
+    """Step 6: structural alignment between the pairs made, and what reads its pairs; again while If nodes
+    were paired after their branches were aligned (the branches as one another's, a nesting level a round)."""
+    align(st.obs_a, st.obs_b, st.used_a, st.used_b, st.structural, list(st.made), st.like)
     _same_inputs(st)
     known = 0
-    while len(if_map) > known:  # If nodes paired after their branches were aligned: the branches again, as one
-        known = len(if_map)     # another's (and the Ifs nested in them, a level a round)
-        align(obs_a, obs_b, used_a, used_b, structural, list(made), like)
+    while len(st.if_map) > known:
+        known = len(st.if_map)
+        align(st.obs_a, st.obs_b, st.used_a, st.used_b, st.structural, list(st.made), st.like)
         _same_inputs(st)
-    # 7. every structural pair checked again against all the pairs now made: one made before what it reads
-    # was paired may read tensors paired with others (alignment by order in crossed branches); undone,
-    # and what reads the pairs that stand is paired again
+
+
+def _undo_contradicted(st: MatchState) -> None:
+    """Step 7: structural pairs undone that are other functions of the data, now that every pair is made:
+    those that read tensors paired with others (one made before what it reads was paired, by order in
+    crossed branches; what reads the pairs that stand is paired again), those that read node-name
+    candidates refused (the transpose of one another), and integer pairs (shape computations, indices) of
+    other functions, each with what reads them in turn."""
     if st.unpair_structural(st.other_reads):
         _same_inputs(st)
-    # structural pairs that read node-name candidates refused above (aligned by order and shape, the transpose
-    # of one another): undone, and their readers in turn; not pairs by name, which a later Transpose may
-    # make one function again (onnxruntime renames the tensors it rewrites and keeps the others' names)
-    while renamed and st.unpair_structural(st.reads_renamed):
+    # not pairs by name, which a later Transpose may make one function again (onnxruntime renames the
+    # tensors it rewrites and keeps the others' names)
+    while st.renamed and st.unpair_structural(st.reads_renamed):
         pass
-    # integer pairs (shape computations, indices) of other functions, once every anchor served: and what reads them
     while st.unpair_structural(st.other_integers):
         pass
-    # 8. candidates refused for their weights, said; structural pairs that read a refused pair undone
-    ref_a, ref_b = refuse(obs_a, obs_b, pairs, made, used_a, used_b, st.shared, a_scope)
-    for why, other, ref in ((why_a, other_a, ref_a), (why_b, other_b, ref_b)):
+
+
+def _say_refused(st: MatchState) -> None:
+    """Step 8: the candidates refused for their weights (``match.refused``), where no reason of their own
+    stands (another shape, a folded Relu), and the tensors folded into another node (``match.folds``), said;
+    the pairs put in model order."""
+    ref_a, ref_b = refuse(st.obs_a, st.obs_b, st.pairs, st.made, st.used_a, st.used_b, st.shared, st.a_scope)
+    for why, other, ref in ((st.why_a, st.other_a, ref_a), (st.why_b, st.other_b, ref_b)):
         for k, reason in ref.items():
-            if k not in why or k in other:  # a reason of its own stands (another shape, a folded Relu)
+            if k not in why or k in other:
                 why[k] = reason
                 other.add(k)
-    pairs.sort(key=lambda p: (p.a.index, p.b.index))
-    for obs, other, paired, why, folded, used, side in ((obs_a, obs_b, a_to_b, why_a, folded_a, used_a, "B"),
-                                                        (obs_b, obs_a, b_to_a, why_b, folded_b, used_b, "A")):
-        for k, reason in folded_elsewhere(obs, other, paired, used | set(why), side).items():
+    st.pairs.sort(key=lambda p: (p.a.index, p.b.index))
+    for obs, other_obs, paired, why, folded, used, side in ((st.obs_a, st.obs_b, st.a_to_b, st.why_a, st.folded_a, st.used_a, "B"),
+                                                           (st.obs_b, st.obs_a, st.b_to_a, st.why_b, st.folded_b, st.used_b, "A")):
+        for k, reason in folded_elsewhere(obs, other_obs, paired, used | set(why), side).items():
             why[k] = reason
             folded.add(k)
 
-    def cause(k: int, folded: set[int], shape: set[int], other: set[int]) -> str:
-        return FOLDED if k in folded else OTHER_SHAPE if k in shape else DIFFERENT_FUNCTION if k in other else NO_COUNTERPART
 
-    ua = [Unmatched(o, why_a.get(i, "no counterpart in B"), cause(i, folded_a, shape_a, other_a))
-          for i, o in enumerate(obs_a) if i not in used_a]
-    ub = [Unmatched(o, why_b.get(j, "no counterpart in A"), cause(j, folded_b, shape_b, other_b))
-          for j, o in enumerate(obs_b) if j not in used_b]
-    return Matching(pairs, ua, ub)
+def _matching(st: MatchState) -> Matching:
+    """The result: the pairs, and each model's unpaired tensors with the reason and cause left on them."""
+    def unmatched(obs, used, why, folded, shape, other, other_side) -> list[Unmatched]:
+        return [Unmatched(o, why.get(k, f"no counterpart in {other_side}"),
+                          FOLDED if k in folded else OTHER_SHAPE if k in shape else DIFFERENT_FUNCTION if k in other else NO_COUNTERPART)
+                for k, o in enumerate(obs) if k not in used]
+
+    return Matching(st.pairs, unmatched(st.obs_a, st.used_a, st.why_a, st.folded_a, st.shape_a, st.other_a, "B"),
+                    unmatched(st.obs_b, st.used_b, st.why_b, st.folded_b, st.shape_b, st.other_b, "A"))
 
 
 def _node_stem(name: str) -> str:
