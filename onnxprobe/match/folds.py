@@ -75,39 +75,51 @@ def folded_elsewhere(obs: list, other: list, paired: dict[str, str], skip: set[i
     --opt-level extended), a quantized Conv that took in a bias Add and the Relu after it (pre-processing
     folds the Add, the quantizer drops the Relu into its range and names the Conv's output after it: in the
     QDQ form as in the QOperator one). Index -> the reason, naming ``side``'s Conv."""
-    # a Conv of ``other`` that a tail of its own follows took nothing in (a --map onto a bare Conv output)
-    folding = {o.name for o in other if canonical(o.effective_op) == "Conv" and not o.bn_next}
-    fused = {o.name for o in other if o.op_type == "FusedConv"}
-    other_by_name = {o.name: o for o in other}
-    index = {id(o): k for k, o in enumerate(obs)}
-    by_name = {o.name: o for o in obs}
-    tails: dict[str, list[str]] = {}
-    readers: dict[str, list] = {}
-    for o in obs:
-        for s in set(o.sources):
-            readers.setdefault(s, []).append(o)
-        if o.conv_bn:
-            for s in o.sources:
-                tails.setdefault(s, []).append(o.name)
+    chains = _ConvChains(obs, other, paired, side)
+    out = _folded_chains(chains, skip)
+    _add_convs_whose_tails_folded(chains, skip, out)
+    return out
 
-    def reader(o):
+
+class _ConvChains:
+    """``obs``'s Conv chains against ``other`` (``folded_elsewhere``): the lookups built once, ``chain`` to walk
+    one from a tensor, ``reason`` to say a member folded, ``end_conv`` for the Conv a tail's chain ends in."""
+
+    def __init__(self, obs: list, other: list, paired: dict[str, str], side: str) -> None:
+        self.obs, self.paired, self.side = obs, paired, side
+        # a Conv of ``other`` that a tail of its own follows took nothing in (a --map onto a bare Conv output)
+        self.folding = {o.name for o in other if canonical(o.effective_op) == "Conv" and not o.bn_next}
+        self.fused = {o.name for o in other if o.op_type == "FusedConv"}
+        self.other_by_name = {o.name: o for o in other}
+        self.index = {id(o): k for k, o in enumerate(obs)}
+        self.by_name = {o.name: o for o in obs}
+        self.tails: dict[str, list[str]] = {}  # a tensor -> the Conv tails that read it
+        self.readers: dict[str, list] = {}
+        for o in obs:
+            for s in set(o.sources):
+                self.readers.setdefault(s, []).append(o)
+            if o.conv_bn:
+                for s in o.sources:
+                    self.tails.setdefault(s, []).append(o.name)
+
+    def reader(self, o):
         """``o``'s one reader (one behind a copy of it, which names both as its sources, reads the copy)."""
-        rs = readers.get(o.name, [])
+        rs = self.readers.get(o.name, [])
         copies = {r.name for r in rs if r.op_type in COPIES}
         rs = [r for r in rs if not copies.intersection(r.sources)]
         return rs[0] if len(rs) == 1 else None
 
-    def chain(o) -> tuple[list, object] | None:
+    def chain(self, o) -> tuple[list, object] | None:
         """What follows ``o`` in a Conv's chain up to its first paired tensor: (the unpaired ones, that
         tensor); None where the chain ends first. Each step is the one reader: the Conv's tail (right after
         it), a copy, or an activation, the last a fusion takes in."""
         members, cur = [], o
         for _ in range(16):
-            r = reader(cur)
+            r = self.reader(cur)
             if r is None or not ((r.conv_bn and canonical(cur.effective_op) == "Conv") or r.op_type in COPIES
                                  or r.op_type in FUSED_ACTIVATIONS):
                 return None
-            if r.name in paired:
+            if r.name in self.paired:
                 return members, r
             if r.op_type in FUSED_ACTIVATIONS:
                 return None
@@ -115,38 +127,50 @@ def folded_elsewhere(obs: list, other: list, paired: dict[str, str], skip: set[i
             cur = r
         return None
 
-    def reason(m, end, conv: str) -> str:
+    def reason(self, m, end, conv: str) -> str:
+        """Why chain member ``m``, whose chain ends in ``end`` (paired with ``other``'s ``conv``), is folded there."""
+        side = self.side
         is_conv = canonical(m.effective_op) == "Conv"
-        node = other_by_name[conv]
+        node = self.other_by_name[conv]
         if is_conv and m.bn_next:
             return tail_folded(side, node_words(node), None if end.conv_bn else (end.op_type, end.name))
         what = "a Conv" if is_conv else "a Conv's BatchNormalization, bias Add or scale" if m.conv_bn else f"a copy ({m.op_type}) in a Conv's chain"
-        if conv in fused and end.op_type in FUSED_ACTIVATIONS:
+        if conv in self.fused and end.op_type in FUSED_ACTIVATIONS:
             return (f"{what} whose activation {side}'s FusedConv {(node.writer or node.node)!r} takes in: compared as the "
                     "activation's output there")
         return (f"{what}, which {side}'s {node_words(node)} has folded in with the {end.op_type} {end.name!r} after it: "
                 f"compared as that {end.op_type}'s output there")
 
-    def end_conv(tail: str) -> str | None:
+    def end_conv(self, tail: str) -> str | None:
         """The other model's Conv that computes the chain after the tail ``tail`` (its activation's partner)."""
-        found = chain(by_name[tail]) if tail in by_name else None
-        return paired[found[1].name] if found and not found[0] else None
+        found = self.chain(self.by_name[tail]) if tail in self.by_name else None
+        return self.paired[found[1].name] if found and not found[0] else None
 
+
+def _folded_chains(chains: _ConvChains, skip: set[int]) -> dict[int, str]:
+    """Each chain from its Conv (or from a tail, where the Conv has other readers too) that ends in a tensor
+    paired with a folding Conv of the other model: its members not in ``skip``, index -> the reason."""
     out = {}
-    for o in obs:  # each chain from its Conv (or from a tail, where the Conv has other readers too)
+    paired, index = chains.paired, chains.index
+    for o in chains.obs:
         if not (canonical(o.effective_op) == "Conv" or o.conv_bn) or o.name in paired:
             continue
-        found = chain(o)
-        if found is None or paired[found[1].name] not in folding:
+        found = chains.chain(o)
+        if found is None or paired[found[1].name] not in chains.folding:
             continue
         members, end = found
         for m in [o, *members]:
             if index[id(m)] not in skip and index[id(m)] not in out:
-                out[index[id(m)]] = reason(m, end, paired[end.name])
-    for k, o in enumerate(obs):  # a Conv its tail and other nodes read, whose tails are all folded there
+                out[index[id(m)]] = chains.reason(m, end, paired[end.name])
+    return out
+
+
+def _add_convs_whose_tails_folded(chains: _ConvChains, skip: set[int], out: dict[int, str]) -> None:
+    """Into ``out``: a Conv its tail and other nodes read (not in ``skip`` nor ``out``), whose tails are all
+    folded into the other model's Convs."""
+    for k, o in enumerate(chains.obs):
         if k in skip or k in out or not o.bn_next:
             continue
-        there = [paired.get(t) or end_conv(t) for t in tails.get(o.name, ())]
-        if there and all(n in folding for n in there):
-            out[k] = tail_folded(side, node_words(other_by_name[there[0]]))
-    return out
+        there = [chains.paired.get(t) or chains.end_conv(t) for t in chains.tails.get(o.name, ())]
+        if there and all(n in chains.folding for n in there):
+            out[k] = tail_folded(chains.side, node_words(chains.other_by_name[there[0]]))
