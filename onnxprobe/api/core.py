@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Hashable, Iterator
 
 import numpy as np
 
@@ -176,7 +176,7 @@ def layers(model: Model | str | os.PathLike, selection: Selection | None = None,
 
 def raw_chunks(model: ModelLike, result: ProbeResult, feed: dict[str, np.ndarray], names: list[str], *,
                max_memory: int | None = None, config: RunConfig | None = None,
-               using: GraphRunner | None = None, key=None) -> Iterator[tuple[int, int, dict[str, np.ndarray]]]:
+               using: GraphRunner | None = None, key: Hashable | None = None) -> Iterator[tuple[int, int, dict[str, np.ndarray]]]:
     """The raw values of the probed tensors ``names`` of ``result``, a run's worth at a time: each run
     exposes at most ``max_memory`` bytes of them (default: a quarter of the available memory; sizes from
     ``result``'s shapes and counts). Yields (run index, number of runs, {tensor: value}); the caller
