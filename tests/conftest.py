@@ -78,6 +78,21 @@ def ort_loads(m: onnx.ModelProto | str | Path) -> bool:
     return ort_session(m) is not None
 
 
+def load_check_agrees_with_ort(m: onnx.ModelProto, refused: tuple[str, ...] | None = None) -> None:
+    """onnxprobe's load checks (``graph.node_check.model_problem``) against onnxruntime as the oracle: with
+    ``refused`` None, onnxruntime loads ``m`` and the checks take it; else onnxruntime refuses it and the checks
+    say so in one line that holds each of the words ``refused``."""
+    from onnxprobe.graph.node_check import model_problem
+
+    line = model_problem(m)
+    if refused is None:
+        assert ort_loads(m), "the oracle: onnxruntime loads it"
+        assert line is None, line
+    else:
+        assert not ort_loads(m), "the oracle: onnxruntime refuses it"
+        assert line is not None and "\n" not in line and all(w in line for w in refused), line
+
+
 def mm_relu_softmax(folder) -> str:
     """A small saved model, MatMul (weight w) -> Relu -> Softmax, for tests of settings and messages: its path."""
     vi = helper.make_tensor_value_info

@@ -21,8 +21,7 @@ import onnx
 import pytest
 from onnx import TensorProto as T, helper as h
 
-from conftest import ort_loads
-from onnxprobe.graph.node_check import model_problem
+from conftest import load_check_agrees_with_ort
 
 F, I64, B = T.FLOAT, T.INT64, T.BOOL
 vi = h.make_tensor_value_info
@@ -105,17 +104,12 @@ TAKEN = {
 @pytest.mark.parametrize("name", sorted(REFUSED))
 def test_a_body_type_onnxruntime_refuses_is_refused_at_load(name):
     build, words = REFUSED[name]
-    m = build()
-    assert not ort_loads(m), "the oracle: onnxruntime refuses it"
-    line = model_problem(m)
-    assert line is not None and "\n" not in line and all(w in line for w in words), line
+    load_check_agrees_with_ort(build(), refused=words)
 
 
 @pytest.mark.parametrize("name", sorted(TAKEN))
 def test_a_body_onnxruntime_loads_is_taken(name):
-    m = TAKEN[name]()
-    assert ort_loads(m), "the oracle: onnxruntime loads it"
-    assert model_problem(m) is None, model_problem(m)
+    load_check_agrees_with_ort(TAKEN[name]())
 
 
 @pytest.mark.parametrize("build", [_if, _loop], ids=["if", "loop"])
