@@ -10,15 +10,30 @@ from onnxprobe.torch.runner import to_numpy
 
 
 def computed_weights(mod) -> dict[str, tuple[np.ndarray, list[str]]]:
-    """``torch.nn.utils.parametrize``'s tensors (``conv.weight`` of weight_norm: ``g * v / ||v||``), each the
-    value torch computes now and the parameters it comes from (``conv.parametrizations.weight.original0``…)."""
+    """The weights torch computes from parameters, each the value torch computes now and the parameters it comes
+    from: ``torch.nn.utils.parametrize``'s tensors (``conv.weight`` of weight_norm: ``g * v / ||v||``, from
+    ``conv.parametrizations.weight.original0``…) and the hook-based ``torch.nn.utils.weight_norm``'s and
+    ``spectral_norm``'s (from ``conv.weight_g`` and ``conv.weight_v``, or ``conv.weight_orig``), recomputed
+    without a power iteration (the module's ``weight`` attribute is only what its last forward computed)."""
     out: dict[str, tuple[np.ndarray, list[str]]] = {}
     for path, m in mod.named_modules():
+        at = f"{path}." if path else ""
         for name, plist in (getattr(m, "parametrizations", None) or {}).items():
-            prefix = f"{path}.parametrizations.{name}" if path else f"parametrizations.{name}"
+            prefix = f"{at}parametrizations.{name}"
             srcs = [f"{prefix}.{n}" for n, _ in plist.named_parameters()]
             value = getattr(m, name)
-            out[f"{path}.{name}" if path else name] = (to_numpy(value), srcs)
+            out[f"{at}{name}"] = (to_numpy(value), srcs)
+        for hook in getattr(m, "_forward_pre_hooks", {}).values():
+            kind, name = type(hook).__name__, getattr(hook, "name", None)
+            if kind not in ("WeightNorm", "SpectralNorm") or not isinstance(name, str):
+                continue
+            own = dict(m.named_parameters(recurse=False))
+            srcs = [f"{at}{name}{s}" for s in (("_g", "_v") if kind == "WeightNorm" else ("_orig",))
+                    if f"{name}{s}" in own]
+            if not srcs:
+                continue
+            value = hook.compute_weight(m) if kind == "WeightNorm" else hook.compute_weight(m, False)
+            out[f"{at}{name}"] = (to_numpy(value), srcs)
     return out
 
 

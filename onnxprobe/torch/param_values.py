@@ -1,5 +1,6 @@
 """How an initializer's values relate to a torch parameter's (``torch.params.map_parameters`` asks): equal by
-digest, a BatchNorm folded in, broadcast, a copy changed in a few values, a computed weight up to rounding.
+digest, a BatchNorm folded in, broadcast, a copy changed in a few values, a computed weight up to rounding
+(``computed_of``); and the initializers' values read from the model, and whether equal ones are copies of one tied parameter.
 Each answer is read from the values alone; which parameter an initializer stands for is decided in
 ``torch.params``."""
 
@@ -8,6 +9,8 @@ from __future__ import annotations
 import hashlib
 
 import numpy as np
+import onnx
+from onnx import numpy_helper
 
 
 def digest(a: np.ndarray) -> tuple:
@@ -126,3 +129,37 @@ def rounded(v: np.ndarray, c: np.ndarray) -> bool:
         return False
     tol = 8 * float(np.finfo(v.dtype).eps)
     return bool(np.allclose(v.astype(np.float64), c.astype(np.float64), rtol=tol, atol=tol * float(np.abs(c).max())))
+
+
+def computed_of(v: np.ndarray, computed: dict[str, tuple[np.ndarray, list[str]]] | None,
+                sources: list[str] | None = None) -> str | None:
+    """The first of the ``computed`` weights (name -> (value, the parameters torch computes it from)) that ``v``
+    holds up to float rounding, as it is or transposed (a 2-D one a MatMul reads); of those computed from one
+    of ``sources`` where given."""
+    for c, (cv, srcs) in (computed or {}).items():
+        if sources is not None and not set(srcs) & set(sources):
+            continue
+        if rounded(v, cv) or (cv.ndim == 2 and rounded(v, cv.T)):
+            return c
+    return None
+
+
+def copies_of_one(equal: list[str], alike: list[str], owners: dict[str, set[str]] | None, d: tuple,
+                   buffers: dict[str, np.ndarray] | None) -> bool:
+    """Whether initializers of equal values are copies of one tied parameter (``equal``: the parameters they
+    may hold; ``alike``: every parameter of those values): it alone has them, several modules hold it
+    (``owners``), and no buffer has them (a fresh BatchNorm's running variance is its weight's ones)."""
+    return (len(equal) == 1 and alike == equal and len((owners or {}).get(equal[0]) or ()) > 1
+            and not any(digest(b) == d for b in (buffers or {}).values()))
+
+
+def initializer_values(model: onnx.ModelProto, wanted: set[str]) -> dict[str, np.ndarray]:
+    """The values of the ``wanted`` initializers of the main graph, and of its Constant nodes' outputs of those
+    names (weights held by Constant nodes)."""
+    values = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer if t.name in wanted}
+    for n in model.graph.node:
+        if n.op_type == "Constant" and n.output and n.output[0] in wanted:
+            a = next((x for x in n.attribute if x.name == "value"), None)
+            if a is not None:
+                values[n.output[0]] = numpy_helper.to_array(a.t)
+    return values

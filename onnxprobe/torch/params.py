@@ -33,11 +33,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
 
 from onnxprobe.torch.module_params import foreign_readers, innermost
-from onnxprobe.torch.param_values import (batchnorm_fold, broadcast_axes, broadcast_of, changed_copies, digest,
-                                            rounded)
+from onnxprobe.torch.param_values import (batchnorm_fold, broadcast_axes, broadcast_of, changed_copies, computed_of,
+                                            copies_of_one, digest, initializer_values)
 
 
 @dataclass
@@ -97,15 +96,6 @@ def _other_values(i: str, v: np.ndarray, p: np.ndarray, folds: list) -> tuple[st
     return head + "and no BatchNorm of the module folds into it: " + NOT_AN_EXPORT, True
 
 
-def _copies_of_one(equal: list[str], alike: list[str], owners: dict[str, set[str]] | None, d: tuple,
-                   buffers: dict[str, np.ndarray] | None) -> bool:
-    """Whether initializers of equal values are copies of one tied parameter (``equal``: the parameters they
-    may hold; ``alike``: every parameter of those values): it alone has them, several modules hold it
-    (``owners``), and no buffer has them (a fresh BatchNorm's running variance is its weight's ones)."""
-    return (len(equal) == 1 and alike == equal and len((owners or {}).get(equal[0]) or ()) > 1
-            and not any(digest(b) == d for b in (buffers or {}).values()))
-
-
 @dataclass
 class _Mapping:
     """What the steps of ``map_parameters`` share: its arguments (``folds`` as a list), the parameters indexed by
@@ -125,6 +115,7 @@ class _Mapping:
     same_class: dict[tuple, list[str]] = field(default_factory=dict)  # digest -> the initializers of those values
     derived: set[str] = field(default_factory=set)  # initializers refused as DERIVED, no parameter explains them
     claimed: set[str] = field(default_factory=set)  # the parameters a link holds, once ties are taken out
+    twins: dict[str, list[str]] = field(default_factory=dict)  # a folded computed weight -> the parameters it equals
     out: ParamMap = field(default_factory=ParamMap)
 
     def readers(self, i: str) -> set[str]:
@@ -159,8 +150,9 @@ def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits:
     ``params`` (``param_aliases``): an initializer of such a name is named as that parameter too;
     ``computed``: the tensors torch computes from parameters (``computed_weights``: a parametrization's
     weight, weight_norm's ``g * v / ||v||``) -> those parameters: an initializer holding one, up to float
-    rounding (the exporter folded it), is derived from them, not one of them with other values."""
-    values = _initializer_values(model, set(inits))
+    rounding (the exporter folded it), is derived from them, not one of them with other values, nor one
+    of them where it equals it too (``_unlink_computed_twins``)."""
+    values = initializer_values(model, set(inits))
     st = _Mapping(params, users, buffers, list(folds), owners, modules, aliases, computed,
                   {i: values[i] for i in inits if i in values})
     _index_parameters(st)
@@ -170,6 +162,7 @@ def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits:
     read_as_b = _read_as_b(model)
     for i, v in st.init_value.items():
         _place(st, i, v, read_as_b)
+    _unlink_computed_twins(st)
     _unlink_buffer_merges(st)
     _unlink_orphan_broadcasts(st)
     _untie_shared(st)
@@ -183,18 +176,6 @@ def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits:
     st.out.derived = (st.derived | explained) & set(st.out.refused)
     _say_unused(st)
     return st.out
-
-
-def _initializer_values(model: onnx.ModelProto, wanted: set[str]) -> dict[str, np.ndarray]:
-    """The values of the ``wanted`` initializers of the main graph, and of its Constant nodes' outputs of those
-    names (weights held by Constant nodes)."""
-    values = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer if t.name in wanted}
-    for n in model.graph.node:
-        if n.op_type == "Constant" and n.output and n.output[0] in wanted:
-            a = next((x for x in n.attribute if x.name == "value"), None)
-            if a is not None:
-                values[n.output[0]] = numpy_helper.to_array(a.t)
-    return values
 
 
 def _index_parameters(st: _Mapping) -> None:
@@ -296,7 +277,7 @@ def _link_equal(st: _Mapping, i: str, d: tuple, equal: list[str]) -> None:
                                     f"the same values as {len(equal)} parameters, merged by the exporter")
     elif i in equal:
         st.out.links[i] = ParamLink(i, [i], how="the same name and values")
-    elif _copies_of_one(equal, st.by_value.get(d, []), st.owners, d, st.buffers):
+    elif copies_of_one(equal, st.by_value.get(d, []), st.owners, d, st.buffers):
         st.out.links[i] = ParamLink(i, list(equal), how=f"the same values, one of {len(rivals)} copies")
     else:
         st.out.refused[i] = f"{len(rivals)} initializers hold these values: which parameter each stands for is unknown"
@@ -398,17 +379,40 @@ def _untie_shared(st: _Mapping) -> None:
                                 "gradient is the sum of theirs, not comparable one by one")
 
 
+def _unlink_computed_twins(st: _Mapping) -> None:
+    """Unlinks an initializer linked to parameters by their values that also holds, up to rounding, a weight torch
+    computes from one of them (weight_norm's ``g * v / ||v||`` is v while g = ||v||, as at init): the exporter
+    folded that weight, whose gradient is another function's than the parameter's; unless the graph reads the
+    parameter itself (the initializer is named as it, or initializers hold the weight's other parameters too: the
+    graph computes the weight, as the legacy exporter's of weight_norm). Left DERIVED for ``_explain_computed``."""
+    stored = {digest(np.squeeze(v)) for v in st.init_value.values()}
+    for i, link in list(st.out.links.items()):
+        c = computed_of(st.init_value[i], st.computed, link.params)
+        if c is None or i in st.params or i in (st.aliases or {}):
+            continue
+        others = [q for q in st.computed[c][1] if q not in link.params]
+        if others and all(digest(np.squeeze(st.params[q])) in stored for q in others):
+            continue
+        del st.out.links[i]
+        st.out.refused[i] = DERIVED
+        st.derived.add(i)
+        st.twins[i] = link.params
+
+
 def _explain_computed(st: _Mapping) -> set[str]:
     """The derived initializers that hold, up to float rounding, a weight torch computes from parameters (a
-    parametrization, weight_norm's): each refused saying so, its unclaimed sources unused (a reason already
-    given kept)."""
+    parametrization, weight_norm's; transposed too: a MatMul's): each refused saying so (and the parameter it
+    equals now, ``st.twins``), its unclaimed sources unused (a reason already given kept)."""
     explained: set[str] = set()
     for i in sorted(st.derived & set(st.out.refused)):
-        got = next((c for c, (cv, _) in (st.computed or {}).items() if rounded(st.init_value[i], cv)), None)
+        got = computed_of(st.init_value[i], st.computed)
         if got is not None:
             srcs = st.computed[got][1]
-            st.out.refused[i] = (f"holds {got}, which torch computes from {', '.join(srcs)} (a parametrization, as "
-                                 "weight_norm's): derived from several parameters, not compared")
+            now = (f", equal now to {', '.join(st.twins[i])} itself (as weight_norm's is at init, g = ||v||), but the "
+                   "exporter folded the computed weight, whose gradient is not the parameter's" if i in st.twins else "")
+            st.out.refused[i] = (f"holds {got}, which torch computes from {', '.join(srcs)} (a parametrization, or "
+                                 f"weight_norm's or spectral_norm's hook){now}: derived from {'several parameters' if len(srcs) > 1 else 'a parameter'}"
+                                 ", not compared")
             for q in srcs:
                 if q not in st.claimed:
                     st.out.unused.setdefault(q, f"the exporter folded it into {i} ({got}, which torch computes from it)")
