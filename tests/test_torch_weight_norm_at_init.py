@@ -193,3 +193,22 @@ def test_one_parameter_computed_weights_folded_by_dynamo(tmp_path, how, source):
     init, _ = _gemm_weight(path)
     said = {u.obs.name: u.reason for u in res.matching.unmatched_a}
     assert "a.weight" in said[init + "_grad"] and source in said[init + "_grad"], said
+
+
+@pytest.mark.parametrize("trained", [False, True])
+def test_a_folded_weight_read_transposed_by_a_matmul(tmp_path, trained):
+    """A 3-D input: dynamo stores the folded weight transposed for a MatMul. At init it equals v transposed (a
+    false FAIL, 7 dB); trained, it is the computed weight transposed (a false "other values" contradiction)."""
+    m, (x,) = _build("new", trained)
+    x = x.reshape(1, 3, 5)
+    path = export(m, (x,), tmp_path / f"wn3d_{trained}.onnx", dynamo=True)
+    init, w = _gemm_weight(path)
+    with torch.no_grad():
+        assert np.allclose(w, m.a.weight.numpy().T, rtol=1e-6)
+    res = api.diff_grad_torch(path, m, example_args=(x,))
+    assert res.verdict()[0] == "pass", res.verdict()
+    assert not res.other_values, res.other_values
+    paired = {r.pair.b.name for r in res.results if r.pair.b.op_type == "parameter"}
+    assert not set(SOURCES["new"]) & paired and {"a.bias", "b.weight", "b.bias"} <= paired, paired
+    said = {u.obs.name: u.reason for u in res.matching.unmatched_a}
+    assert "a.weight" in said[init + "_grad"], said
