@@ -12,6 +12,7 @@ import numpy as np
 import onnx
 
 from onnxprobe.api.body_ranks import learn_body_ranks
+from onnxprobe.api.grad_output import EmptyBatch, output_shape, pick_output, refuse_empty, tensor_output  # noqa: F401 (EmptyBatch: re-exported)
 from onnxprobe.api.inputs import ModelLike, as_model, as_names, as_selection, expect
 from onnxprobe.autodiff.blocked import through_nondifferentiable
 from onnxprobe.autodiff.coverage import refuse_without_rule
@@ -22,7 +23,7 @@ from onnxprobe.autodiff.loss import KINDS, attach_loss
 from onnxprobe.autodiff.pin import pin_shapes
 from onnxprobe.autodiff.select import named_targets, targets
 from onnxprobe.autodiff.straight_through import behind_rounding
-from onnxprobe.errors import (ExecutionError, ModelError, OnnxProbeError, OpsetTooOld, UnknownShape, UsageError,
+from onnxprobe.errors import (ExecutionError, OnnxProbeError, OpsetTooOld, UnknownShape, UsageError,
                               first_line, in_words, said, setting_error, settings_error)
 from onnxprobe.graph.branch_reads import declared_inputs, has_if, loosen_branch_reads
 from onnxprobe.graph.builder import all_names, default_opset
@@ -30,7 +31,7 @@ from onnxprobe.graph.integrity import refuse_broken
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.own_numbering import numbered_as
 from onnxprobe.graph.select import Selection, select
-from onnxprobe.graph.shapes import concrete_shapes, infer_shapes, static_shape, value_types, with_input_shapes
+from onnxprobe.graph.shapes import infer_shapes, static_shape, value_types, with_input_shapes
 from onnxprobe.graph.upgrade import upgraded_copy
 from onnxprobe.graph.walk import walk
 from onnxprobe.runtime import feeds as _feeds
@@ -193,31 +194,6 @@ class GradPlan:
                 f"{len(self.targets)} gradients, {len(self.warnings)} warnings)")
 
 
-def _pick_output(model: onnx.ModelProto, name: str | None) -> str:
-    outs = [o.name for o in model.graph.output]
-    if name is None:
-        if not outs:
-            raise ModelError("the model has no outputs: no loss to differentiate")  # a model problem: exit 1
-        return outs[0]
-    if name not in outs:
-        raise setting_error(UsageError, ("output", "--loss-output"), f"{name!r}: not an output of the model; its outputs are: {', '.join(outs)}")
-    return name
-
-
-def _tensor_output(model: onnx.ModelProto, name: str, given: bool) -> str:
-    """``name``, when it is a tensor: a sequence, optional or map output has no loss to differentiate."""
-    from onnxprobe.graph.summary import non_tensor_outputs
-
-    skip = non_tensor_outputs(model)
-    if name not in skip:
-        return name
-    kind = skip[name]
-    others = [o.name for o in model.graph.output if o.name not in skip]
-    hint = f"pick a tensor output: {', '.join(others)}" if others else "the model has no tensor output"
-    raise setting_error(UsageError, ("output", "--loss-output"),
-                        f"{name!r}{'' if given else ' (the first output)'} is {kind}, not a tensor: no loss to differentiate; {hint}")
-
-
 def _runtime_shapes(model: onnx.ModelProto, feed: dict[str, np.ndarray], warnings: list[str], *,
                     ranks_only: bool = False, cache: bool = True, failed: list | None = None,
                     contested: dict | None = None) -> onnx.ModelProto:
@@ -331,29 +307,6 @@ def grad_plan(model: ModelLike, spec: GradSpec | None = None, selection: Selecti
     return gp
 
 
-class EmptyBatch(UsageError):
-    """An input whose loss output has no element: refused alone, skipped in a dataset (``grad_dataset``)."""
-
-
-def _refuse_empty(base: onnx.ModelProto, output: str, feed: dict[str, np.ndarray], source: onnx.ModelProto,
-                  cache: bool = True) -> None:
-    """An output of no elements for this feed (an empty batch: --shape x=0x3x8x8) has no loss to
-    differentiate: said here, before its backward graph fails in onnxruntime (a Reshape of 0 elements).
-    Where the output's shape is not known for this feed and an input is empty, one run of the model as
-    declared (``source``) tells it: shape inference with the inputs fixed to a 0 dimension can refuse
-    what onnxruntime runs (GPT-2's dynamo export: Reshape to [0, 8, -1, 32])."""
-    t = value_types(base).get(output)
-    dims = [d.dim_value if d.HasField("dim_value") else None for d in t.tensor_type.shape.dim] if t is not None else []
-    unknown = t is None or not t.tensor_type.HasField("shape") or None in dims
-    if unknown and any(np.size(v) == 0 for v in feed.values()):
-        dims = list(_output_shape(source, output, feed, cache) or dims)
-    if 0 in dims:
-        empty = [f"{k} {'x'.join(map(str, np.shape(v)))}" for k, v in feed.items() if np.size(v) == 0]
-        raise EmptyBatch(f"output {output!r} is empty (shape {'x'.join('?' if d is None else str(d) for d in dims)})"
-                         f"{' for the empty input ' + ', '.join(empty) if empty else ''}: an empty batch has no loss "
-                         "to differentiate; give at least one sample")
-
-
 def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None, *,
                feed: dict[str, np.ndarray] | None, names: list[str] | None, unsupported: str,
                probe_inputs=None, cache: bool = True, resolved: dict | None = None,
@@ -362,7 +315,7 @@ def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None,
     before its conversion to a newer opset, kept as they are (those the copy has)."""
     spec = spec or GradSpec()
     warnings = list(model.warnings)
-    output = _tensor_output(model.proto, _pick_output(model.proto, spec.output), spec.output is not None)
+    output = tensor_output(model.proto, pick_output(model.proto, spec.output), spec.output is not None)
     run_failed: list[ExecutionError] = []  # the run that was to tell the shapes inference missed, if it failed
     contested: dict[str, list[int]] = {}  # tensors whose inferred size the run contradicts: pinned (autodiff.pin)
     if feed is not None:
@@ -383,7 +336,7 @@ def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None,
         except OnnxProbeError:
             pass
     if feed is not None:
-        _refuse_empty(base, output, feed, model.proto, cache)
+        refuse_empty(base, output, feed, model.proto, cache)
     base = hoist_constants(base)
     if fixed is not None:
         present = {i.name for i in base.graph.input} | {i.name for i in base.graph.initializer} | {
@@ -401,7 +354,7 @@ def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None,
     if feed is not None and spec.extra is not None:  # the run's shape where _runtime_shapes read one
         known = static_shape(value_types(base).get(output))
         run_shape = tuple(known) if known is not None and all(isinstance(d, int) for d in known) else \
-            _output_shape(model.proto, output, feed, cache)
+            output_shape(model.proto, output, feed, cache)
     out_type = value_types(base).get(output)
     elem = out_type.tensor_type.elem_type if out_type is not None else 0
     given = spec.extra_for(onnx.helper.tensor_dtype_to_np_dtype(elem)) if elem else spec.extra
@@ -471,15 +424,3 @@ def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None,
     return GradPlan(bw, loss, [t for t in tg if t.ref.name in bw.grads], fwd, extra, model.source, warnings, constant,
                     live, after, added | frozenset(bw.backward_names), run_failed[0] if run_failed and feed is not None else None,
                     constant_output(model.proto, output))
-
-
-def _output_shape(model: onnx.ModelProto, output: str, feed: dict[str, np.ndarray], cache: bool = True) -> tuple[int, ...] | None:
-    """The shape ``output`` has for ``feed``: shape inference's for those input shapes, else one run's."""
-    shape = concrete_shapes(model, {k: tuple(np.shape(v)) for k, v in feed.items()}).get(output)
-    if shape is None:
-        refs = [r for r in select(model, Selection(all=True), strict=False) if r.name == output]
-        try:
-            shape = OrtRunner(model, RunConfig(cache=cache)).probe(refs, feed, stats=False, outputs=False).shapes.get(output) if refs else None
-        except ExecutionError:
-            return None
-    return tuple(shape) if shape is not None else None
