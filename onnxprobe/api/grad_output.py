@@ -1,5 +1,5 @@
 """The output a gradient's loss is taken of: which one (``pick_output``, ``tensor_output``), its shape for a feed
-(``output_shape``) and the refusal of one with no element (``refuse_empty``, ``EmptyBatch``)."""
+(``output_shape``, ``loss_shape``) and the refusal of one with no element (``refuse_empty``, ``EmptyBatch``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import onnx
 
 from onnxprobe.errors import ExecutionError, ModelError, UsageError, setting_error
 from onnxprobe.graph.select import Selection, select
-from onnxprobe.graph.shapes import concrete_shapes, value_types
+from onnxprobe.graph.shapes import concrete_shapes, static_shape, value_types
 from onnxprobe.runtime.runners.ort import OrtRunner
 from onnxprobe.types import RunConfig
 
@@ -73,3 +73,12 @@ def output_shape(model: onnx.ModelProto, output: str, feed: dict[str, np.ndarray
             return None
     return tuple(shape) if shape is not None else None
 
+
+def loss_shape(base: onnx.ModelProto, output: str, source: onnx.ModelProto, feed: dict[str, np.ndarray],
+               cache: bool = True) -> tuple[int, ...] | None:
+    """The shape the loss's extra input (labels, target, output gradient) is checked against: the output's for
+    ``feed``, not its declared one (a batch of 2 labels for an output [?, 4] of batch 1 broadcast into another
+    loss): ``base``'s where ``_runtime_shapes`` read one, else ``output_shape`` of the model as declared (``source``)."""
+    known = static_shape(value_types(base).get(output))
+    return tuple(known) if known is not None and all(isinstance(d, int) for d in known) else \
+        output_shape(source, output, feed, cache)

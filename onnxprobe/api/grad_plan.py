@@ -12,7 +12,7 @@ import numpy as np
 import onnx
 
 from onnxprobe.api.body_ranks import learn_body_ranks
-from onnxprobe.api.grad_output import EmptyBatch, output_shape, pick_output, refuse_empty, tensor_output  # noqa: F401 (EmptyBatch: re-exported)
+from onnxprobe.api.grad_output import EmptyBatch, loss_shape, pick_output, refuse_empty, tensor_output  # noqa: F401 (EmptyBatch: re-exported)
 from onnxprobe.api.inputs import ModelLike, as_model, as_names, as_selection, expect
 from onnxprobe.autodiff.blocked import through_nondifferentiable
 from onnxprobe.autodiff.coverage import refuse_without_rule
@@ -307,6 +307,25 @@ def grad_plan(model: ModelLike, spec: GradSpec | None = None, selection: Selecti
     return gp
 
 
+@dataclass
+class _Planning:
+    """What the steps of ``_grad_plan`` share: the model, the loss asked for and its output, the feed (None:
+    the dynamic dimensions are kept), the warnings so far, the run that was to tell the shapes inference missed
+    (``run_failed``, where it failed) and the sizes it contradicts (``contested``: pinned, ``autodiff.pin``);
+    then the graph the plan is made on (``base``) and whether the loss input's dims are relaxed (``relax``)."""
+
+    model: Model
+    spec: GradSpec
+    feed: dict[str, np.ndarray] | None
+    cache: bool
+    output: str
+    warnings: list[str]
+    run_failed: list[ExecutionError] = field(default_factory=list)
+    contested: dict[str, list[int]] = field(default_factory=dict)
+    base: onnx.ModelProto | None = None
+    relax: bool = False
+
+
 def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None, *,
                feed: dict[str, np.ndarray] | None, names: list[str] | None, unsupported: str,
                probe_inputs=None, cache: bool = True, resolved: dict | None = None,
@@ -316,45 +335,70 @@ def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None,
     spec = spec or GradSpec()
     warnings = list(model.warnings)
     output = tensor_output(model.proto, pick_output(model.proto, spec.output), spec.output is not None)
-    run_failed: list[ExecutionError] = []  # the run that was to tell the shapes inference missed, if it failed
-    contested: dict[str, list[int]] = {}  # tensors whose inferred size the run contradicts: pinned (autodiff.pin)
+    p = _Planning(model, spec, feed, cache, output, warnings)
+    _learn_shapes(p, probe_inputs)
+    if feed is not None:
+        refuse_empty(p.base, output, feed, model.proto, cache)
+    p.base = hoist_constants(p.base)
+    tg = _targets(p.base, spec, selection, names, fixed)
+    if resolved is not None:
+        resolved.update(targets=tg, base=p.base, output=output)
+    fwd, loss, given, added = _with_loss(p)
+    bw = _backward(p, fwd, loss, tg, unsupported)
+    _no_gradient_warnings(p, bw, names)
+    constant, live, after = _constant_loss(p, tg, bw)
+    _loosen_inputs(p, fwd, bw, loss)
+    extra = {loss.input: given} if loss.input else {}
+    return GradPlan(bw, loss, [t for t in tg if t.ref.name in bw.grads], fwd, extra, model.source, warnings, constant,
+                    live, after, added | frozenset(bw.backward_names), p.run_failed[0] if p.run_failed and feed is not None else None,
+                    constant_output(model.proto, output))
+
+
+def _learn_shapes(p: _Planning, probe_inputs) -> None:
+    """Sets ``p.base``: with a feed, the model with shapes re-inferred for its input shapes and those inference
+    missed (or the run contradicts) read from one run, and ``p.relax`` where onnxruntime's shape of the output
+    is not inference's; without one, the model with its dynamic dimensions, only the missing ranks learned from
+    a run on ``probe_inputs`` (a model that does not run on them stays as it is)."""
+    model, feed, cache, warnings = p.model, p.feed, p.cache, p.warnings
     if feed is not None:
         base = infer_shapes(with_input_shapes(model.proto, {k: np.shape(v) for k, v in feed.items()}), warnings)
-        inferred = static_shape(value_types(base).get(output))
-        base = learn_body_ranks(_runtime_shapes(base, feed, warnings, cache=cache, failed=run_failed, contested=contested),
+        inferred = static_shape(value_types(base).get(p.output))
+        base = learn_body_ranks(_runtime_shapes(base, feed, warnings, cache=cache, failed=p.run_failed, contested=p.contested),
                                 feed, warnings, cache=cache)
         # onnxruntime's own shape inference says what ONNX's does, its kernels another: an extra input
         # (output gradient, target) of the run's shape then makes the loss's Mul refuse to load
-        relax = inferred is not None and inferred != static_shape(value_types(base).get(output))
-    else:  # keep the dynamic dimensions, learn only the missing ranks (from a run on default inputs)
-        base, relax = model.proto, False
-        try:
-            probe_feed = _feeds.make_feeds(model.proto, probe_inputs).values
-            base = _runtime_shapes(base, probe_feed, warnings, ranks_only=True, cache=cache, failed=run_failed,
-                                   contested=contested)
-            base = learn_body_ranks(base, probe_feed, warnings, cache=cache)
-        except OnnxProbeError:
-            pass
-    if feed is not None:
-        refuse_empty(base, output, feed, model.proto, cache)
-    base = hoist_constants(base)
+        p.base, p.relax = base, inferred is not None and inferred != static_shape(value_types(base).get(p.output))
+        return
+    # keep the dynamic dimensions, learn only the missing ranks (from a run on default inputs)
+    p.base, p.relax = model.proto, False
+    try:
+        probe_feed = _feeds.make_feeds(model.proto, probe_inputs).values
+        p.base = _runtime_shapes(p.base, probe_feed, warnings, ranks_only=True, cache=cache, failed=p.run_failed,
+                                 contested=p.contested)
+        p.base = learn_body_ranks(p.base, probe_feed, warnings, cache=cache)
+    except OnnxProbeError:
+        pass
+
+
+def _targets(base: onnx.ModelProto, spec: GradSpec, selection: Selection | None, names: list[str] | None,
+             fixed: list | None) -> list:
+    """The tensors to differentiate, in topological order: ``fixed`` (resolved before an opset conversion) as far
+    as ``base`` has them, else the exact ``names``, else those ``selection`` and ``spec.wrt`` pick."""
     if fixed is not None:
         present = {i.name for i in base.graph.input} | {i.name for i in base.graph.initializer} | {
             o for n in base.graph.node for o in n.output}
-        tg = [t for t in fixed if t.ref.name in present]
-    else:
-        tg = named_targets(base, names) if names is not None else targets(base, selection, tuple(spec.wrt))
-    if resolved is not None:
-        resolved.update(targets=tg, base=base, output=output)
+        return [t for t in fixed if t.ref.name in present]
+    return named_targets(base, names) if names is not None else targets(base, selection, tuple(spec.wrt))
+
+
+def _with_loss(p: _Planning) -> tuple[onnx.ModelProto, object, np.ndarray | None, frozenset[str]]:
+    """The forward graph with the loss attached (a copy of ``p.base``, contested sizes pinned, shapes inferred),
+    the loss (``autodiff.loss.Loss``), its extra array as the loss takes it (the output's dtype) and the names
+    of the nodes the loss and the pins added. Warns where cross-entropy is taken of a Softmax's probabilities."""
+    base, output, spec = p.base, p.output, p.spec
     fwd = onnx.ModelProto()
     fwd.CopyFrom(base)
-    # the extra input (labels, target, output gradient) is checked against the output's shape for this feed,
-    # not its declared one: a batch of 2 labels for an output [?, 4] of batch 1 broadcast into another loss
-    run_shape = None
-    if feed is not None and spec.extra is not None:  # the run's shape where _runtime_shapes read one
-        known = static_shape(value_types(base).get(output))
-        run_shape = tuple(known) if known is not None and all(isinstance(d, int) for d in known) else \
-            output_shape(model.proto, output, feed, cache)
+    run_shape = loss_shape(base, output, p.model.proto, p.feed, p.cache) if p.feed is not None and spec.extra is not None else None
     out_type = value_types(base).get(output)
     elem = out_type.tensor_type.elem_type if out_type is not None else 0
     given = spec.extra_for(onnx.helper.tensor_dtype_to_np_dtype(elem)) if elem else spec.extra
@@ -363,24 +407,38 @@ def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None,
                        shape=run_shape, probabilities=softmax is not None)
     via = f" (through {softmax[1]})" if softmax is not None and softmax[1] else ""
     if loss.probabilities:
-        warnings.append(f"output {output!r} is a Softmax{via}: cross-entropy is taken of its probabilities, -log p[label] "
-                        "(the model's negative log likelihood), not of a softmax of them")
+        p.warnings.append(f"output {output!r} is a Softmax{via}: cross-entropy is taken of its probabilities, -log p[label] "
+                          "(the model's negative log likelihood), not of a softmax of them")
     added = frozenset(n.name for n in fwd.graph.node[len(base.graph.node):])  # the loss's nodes
-    added |= frozenset(pin_shapes(fwd, contested))
-    fwd = infer_shapes(fwd, warnings)
+    added |= frozenset(pin_shapes(fwd, p.contested))
+    return infer_shapes(fwd, p.warnings), loss, given, added
+
+
+def _backward(p: _Planning, fwd: onnx.ModelProto, loss, tg: list, unsupported: str):
+    """The backward graph of ``loss`` in ``fwd`` for the targets ``tg`` (``autodiff.engine.Backward``), its
+    warnings and the ops where the gradient stops added to ``p.warnings``. A shape it needs that is unknown
+    because the model does not run is an ExecutionError saying so."""
     try:
         bw = attach_backward(fwd, loss.seeds, [t.ref.name for t in tg], outputs=[loss.loss], unsupported=unsupported)
     except UnknownShape as e:
-        if run_failed:  # the shape is unknown because the model does not run: that is the problem to say
+        if p.run_failed:  # the shape is unknown because the model does not run: that is the problem to say
             raise ExecutionError(f"the model does not run, so the shapes its backward graph needs are unknown: "
-                                 f"{first_line(run_failed[0])}") from e
+                                 f"{first_line(p.run_failed[0])}") from e
         raise
-    warnings.extend(bw.warnings)
+    p.warnings.extend(bw.warnings)
     if bw.stopped:
-        warnings.append(f"no gradient rule for {len(bw.stopped)} op(s) on the way, the gradient stops there: "
-                        f"{', '.join(bw.stopped[:3])}{' …' if len(bw.stopped) > 3 else ''}")
+        p.warnings.append(f"no gradient rule for {len(bw.stopped)} op(s) on the way, the gradient stops there: "
+                          f"{', '.join(bw.stopped[:3])}{' …' if len(bw.stopped) > 3 else ''}")
+    return bw
+
+
+def _no_gradient_warnings(p: _Planning, bw, names: list[str] | None) -> None:
+    """Warns of the requested tensors that get no gradient, by why: through ops without one (piecewise
+    constant), no dependence, integer values, an op input with no rule. Only for a selection: exact ``names``
+    (diff --grad's candidates) are not warned of, except that they reach the loss through no gradient."""
+    warnings, output = p.warnings, p.output
     free = [t for t in bw.unused if t not in bw.blocked and t not in bw.integer]
-    through = through_nondifferentiable(list(base.graph.node), free, output) if free and names is None else {}
+    through = through_nondifferentiable(list(p.base.graph.node), free, output) if free and names is None else {}
     free = [t for t in free if t not in through]
     if through:  # the loss depends on them, piecewise constantly (ArgMax, Floor): not "does not depend"
         shown = "; ".join(f"{t} (through {via})" for t, via in list(through.items())[:3])
@@ -398,29 +456,39 @@ def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None,
         shown = "; ".join(f"{t}: at {where}" for t, where in list(bw.blocked.items())[:3])
         warnings.append(f"{len(bw.blocked)} requested tensor(s) get no gradient: their way to the loss passes an op input "
                         f"with no gradient rule ({shown}{' …' if len(bw.blocked) > 3 else ''})")
+
+
+def _constant_loss(p: _Planning, tg: list, bw) -> tuple[str | None, tuple[str, ...], tuple[str, ...]]:
+    """Of a sum or mean loss that is constant (``autodiff.constant_loss.constant_sum``: a Softmax's sum), why
+    (GradPlan.constant_loss), the targets it depends on all the same (``live``: a normalization's scale) and
+    those after it (``after``: its bias), with the warning; (None, (), ()) otherwise."""
+    spec, output = p.spec, p.output
     constant = None
-    found = constant_sum(base, output) if spec.loss in ("sum", "mean") else None
+    found = constant_sum(p.base, output) if spec.loss in ("sum", "mean") else None
     what = found.what if found else None
     live = tuple(t.ref.name for t in tg if t.ref.name in bw.grads and t.ref.name in found.scale) if found else ()
     if what is not None:
         constant = f"the {spec.loss} of output {output!r}, {what}, is constant"
     if live:  # a LayerNormalization's scale: the loss depends on it (and diff --grad judges it)
         shown = " and ".join(repr(n) for n in live)
-        warnings.append(f"output {output!r} is {what}: its {spec.loss} is constant in every tensor before it, whose "
-                        f"gradients are ~0 (noise), not in its scale: the gradient of {shown} (the normalized values summed over the "
-                        "rows) is real")
+        p.warnings.append(f"output {output!r} is {what}: its {spec.loss} is constant in every tensor before it, whose "
+                          f"gradients are ~0 (noise), not in its scale: the gradient of {shown} (the normalized values summed over the "
+                          "rows) is real")
     elif what is not None:
-        warnings.append(said(lambda say: f"output {output!r} is {what}: its {spec.loss} is constant, so every gradient "
-                             f"is ~0 (noise); {in_words(INSTEAD, say)}"))
-    if feed is not None and has_if(model.proto):
-        declared_inputs(model.proto, fwd, bw.model)
+        p.warnings.append(said(lambda say: f"output {output!r} is {what}: its {spec.loss} is constant, so every gradient "
+                               f"is ~0 (noise); {in_words(INSTEAD, say)}"))
+    after = tuple(t.ref.name for t in tg if t.ref.name in bw.grads and t.ref.name in found.after) if found else ()
+    return constant, live, after
+
+
+def _loosen_inputs(p: _Planning, fwd: onnx.ModelProto, bw, loss) -> None:
+    """With a feed, the forward and backward graphs made to load for it: If branches read what they declare
+    (``graph.branch_reads``), and the loss input's dims cleared where onnxruntime's shape of the output is not
+    inference's (``p.relax``)."""
+    if p.feed is not None and has_if(p.model.proto):
+        declared_inputs(p.model.proto, fwd, bw.model)
         loosen_branch_reads(fwd, bw.model)
-    if relax and loss.input:
+    if p.relax and loss.input:
         for vi in [i for m in (fwd, bw.model) for i in m.graph.input if i.name == loss.input]:
             for d in vi.type.tensor_type.shape.dim:
                 d.Clear()
-    extra = {loss.input: given} if loss.input else {}
-    after = tuple(t.ref.name for t in tg if t.ref.name in bw.grads and t.ref.name in found.after) if found else ()
-    return GradPlan(bw, loss, [t for t in tg if t.ref.name in bw.grads], fwd, extra, model.source, warnings, constant,
-                    live, after, added | frozenset(bw.backward_names), run_failed[0] if run_failed and feed is not None else None,
-                    constant_output(model.proto, output))
