@@ -4,7 +4,8 @@ torch autograd's (``api.torch``), through the diff's matching and metrics (``com
 from __future__ import annotations
 
 import os
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
+
 import numpy as np
 import onnx
 
@@ -55,12 +56,7 @@ def diff_grad(
     fails the tolerance fails the comparison (``outputs_failed``). ``vs_torch`` instead of B: torch
     autograd on the module A was exported from (``api.diff_grad_torch``)."""
     # backward graphs only here: a plain diff does not import the autodiff engine
-    from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradSpec, as_spec, grad_plan
-    from onnxprobe.autodiff.hoist import hoist_constants
-    from onnxprobe.compare.grad_folding import explain_folded, folded_weights
-    from onnxprobe.compare.gradients import (both, candidates, forward_note, grad_reason, grad_side, gradient_stops,
-                                             half_outputs, loss_value, losses_differ, nothing_selected,
-                                             shared_weights, transposed_weights, wrt_pairing, wrt_scalars)
+    from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradSpec, as_spec
 
     if (b is None) == (vs_torch is None):
         raise settings_error(UsageError, lambda say: say.either(
@@ -72,81 +68,147 @@ def diff_grad(
     one_tensor_once(per_tensor, "per_tensor")
     max_memory, progress = as_max_memory(max_memory), as_progress(progress)
     if vs_torch is not None:
-        if user_map:
-            raise settings_error(UsageError, lambda say: f"{say(MAP)} is not used by "
-                                 f"{say.either('diff_grad with vs_torch', 'diff --grad --vs-torch')}: parameters pair by "
-                                 "value, modules by scope")
-        from onnxprobe.api.torch import diff_grad_torch
-
-        return diff_grad_torch(a, vs_torch, spec, selection=selection, config=config, inputs=inputs,
-                               tolerance=tolerance, per_tensor=per_tensor, max_memory=max_memory, progress=progress)
+        return _vs_torch(a, vs_torch, spec, user_map, selection=selection, config=config, inputs=inputs,
+                         tolerance=tolerance, per_tensor=per_tensor, max_memory=max_memory, progress=progress)
     spec = spec or GradSpec()
     config = config or RunConfig(opt_level=GRAD_OPT_LEVEL)
     a_model, b_model = as_model(a), as_model(b, "b")
     check_usable("ort", config.device)  # CUDA not usable here: said before the backward graphs are built
-    floats = check_same_inputs(a_model.proto, b_model.proto)
+    _refuse_other_floats(a_model, b_model)
+    fs = _feeds.make_feeds(a_model.proto, inputs)
+    with fs.explaining():  # a run on made-up inputs that fails says which inputs were made up
+        check_feed_shapes({k: np.shape(v) for k, v in fs.values.items()}, {"A": a_model.proto, "B": b_model.proto})
+        d = _GradDiff(a_model, b_model, spec, config, fs)
+        _make_sides(d)
+        res = _compare(d, selection, tolerance, per_tensor, user_map, max_memory, progress)
+        _describe(d, res)
+        return res
+
+
+def _vs_torch(a, vs_torch, spec, user_map: dict[str, str] | None, **checked) -> DiffResult:
+    """``diff_grad`` against torch autograd (``api.torch.diff_grad_torch``) on the checked arguments; a user's
+    map is refused there (parameters pair by value, modules by scope)."""
+    if user_map:
+        raise settings_error(UsageError, lambda say: f"{say(MAP)} is not used by "
+                             f"{say.either('diff_grad with vs_torch', 'diff --grad --vs-torch')}: parameters pair by "
+                             "value, modules by scope")
+    from onnxprobe.api.torch import diff_grad_torch
+
+    return diff_grad_torch(a, vs_torch, spec, **checked)
+
+
+@dataclass
+class _GradDiff:
+    """What the steps of ``diff_grad`` share: the two models, the loss (``spec``), the run's settings and the
+    one feed both get; then each side's gradients (``compare.gradients.grad_side``) and plan (``api.grad_plan``),
+    the weight gradients either side has before --wrt (``weights``) and the float weights the models hold
+    (``held``)."""
+
+    a: Model
+    b: Model
+    spec: hints.GradSpec
+    config: RunConfig
+    fs: _feeds.Feeds
+    sides: list = field(default_factory=list)
+    plans: list = field(default_factory=list)
+    weights: int = 0
+    held: int = 0
+
+
+def _refuse_other_floats(a: Model, b: Model) -> None:
+    """A UsageError where an input is of another float type in A than in B: a float16 model and its float32
+    original are compared by their layer outputs (a plain diff), not their gradients."""
+    floats = check_same_inputs(a.proto, b.proto)
     if floats:
         n, _ = next(iter(floats.items()))
         raise settings_error(UsageError, lambda say: f"{say.either('diff_grad', 'diff --grad')}: input {quote(n)} is of "
                              "another float type in A than in B; the gradients of a float16 model and its float32 original "
                              f"are compared by {say.either('api.diff', 'diff without --grad')} (layer outputs)")
-    fs = _feeds.make_feeds(a_model.proto, inputs)
-    with fs.explaining():  # a run on made-up inputs that fails says which inputs were made up
-        check_feed_shapes({k: np.shape(v) for k, v in fs.values.items()}, {"A": a_model.proto, "B": b_model.proto})
-        side_spec = replace(spec, wrt=())
-        sides, plans = [], []
-        # weights inside If / Loop / Scan bodies are moved to the main graph, as grad_plan differentiates them
-        hoists = [hoist_constants(m.proto) for m in (a_model, b_model)]
-        for role, m, hoisted, extra in zip("AB", (a_model, b_model), hoists, wrt_scalars(hoists, spec.wrt)):
-            # an RNN's zero initial state (legacy: a Constant expanded to the batch; dynamo: an initializer) is a
-            # constant of the export that no parameter holds: as a weight it stayed unpaired, and two exports whose
-            # weight gradients all agreed were an error (--vs-torch asks the module instead: api.torch). A scalar (a
-            # clamp's bound) that --wrt names is a weight, as grad takes it (it was refused: no gradient matched it)
-            cands = candidates(hoisted, observe(m.proto), extra=extra,
-                               no_weights=initial_states(hoisted))
-            with naming(who := who_of(role, m)):  # grad_plan's own runs of the model name the side too
-                plan = grad_plan(m, side_spec, feed=fs.values, names=[t for t, _ in cands], unsupported="skip", cache=config.cache)
-            plans.append(plan)
-            sides.append(grad_side(m.source, m, plan, OrtRunner(plan.backward.model, config, m.source), cands, role, who))
-        side_a, side_b = sides
-        # weight gradients either side has before --wrt: the verdict, which judges them, says why it has none
-        weights = sum(o.is_output for side in sides for o in side.observation.observables)
-        # float weights the models hold at all: none with a gradient is then not "no weights" (a Det or another
-        # op without a gradient rule stops the backward pass before them)
-        held = sum(_float_weights(m.proto) for m in (a_model, b_model))
-        # --wrt keeps the pairs it names on either side, made as without it (the exporters name a weight apart)
-        pair = wrt_pairing(sides, spec.wrt, {k: tuple(np.shape(v)) for k, v in fs.values.items()}) if spec.wrt else None
 
-        def as_grad(name: str) -> str:
-            return name if forward_name(name) else grad_name(name)
 
-        gmap = {as_grad(k): as_grad(v) for k, v in (user_map or {}).items()} or None
-        # the gradients' default (atol relative to each one's scale); what flags leave out of a rule comes from it
-        default = gradient_tolerance(side_a, side_b)
-        per = {as_grad(k): v.over(default) for k, v in (per_tensor or {}).items()}
-        tolerance = tolerance.over(default) if tolerance else default
-        res = _diff(side_a, side_b, fs.values, selection or Selection(), tolerance, per, gmap, introduced=False,
-                    max_memory=max_memory, progress=progress, pair=pair, reject=both(folded_weights(a_model.proto, b_model.proto),
-                                                          shared_weights(a_model.proto, b_model.proto),
-                                                          transposed_weights(a_model.proto, b_model.proto)))
-        nothing_selected(res, selection or Selection(), (a_model.proto, b_model.proto))
-        explain_folded(res.matching, a_model.proto, b_model.proto)
-        for r in res.results:
-            r.pair.reason = grad_reason(r.pair)
-        quantized = any(o.kind != "float" for o in side_a.observation.observables + side_b.observation.observables)
-        res.measured = (f"gradients of the {spec.loss} loss" + (" (QuantizeLinear / DequantizeLinear: straight-through)"
-                                                                if quantized else ""))
-        res.grad = {"loss": spec.loss, "output_a": plans[0].loss.output, "output_b": plans[1].loss.output,
-                    "loss_a": loss_value(side_a, fs.values), "loss_b": loss_value(side_b, fs.values), "weights": weights,
-                    "held_weights": held, "wrt": bool(spec.wrt),
-                    "stops": {r: st for r, m in zip("AB", (a_model, b_model)) if (st := gradient_stops(m.proto))}}
-        judge_constant_loss(plans, res)
-        half = half_outputs(a_model.proto) or half_outputs(b_model.proto)
-        res.grad["forward_differs"] = losses_differ(res.grad, half)  # no pair is where the error starts
-        gradient_origin(res)
-        res.notes[:0] = [n for n in unread_note(a_model.proto, b_model.proto) + fs.notes + load_notes(a_model, b_model) + forward_note(res.grad, half)
-                         if n not in res.notes]
-        return res
+def _make_sides(d: _GradDiff) -> None:
+    """Fills ``d.sides`` and ``d.plans`` (A, then B): each model's gradient candidates (its weights, hoisted out
+    of If / Loop / Scan bodies as grad_plan differentiates them, and the scalars --wrt names), the plan with its
+    loss differentiated with respect to exactly those, and the side that runs its backward graph; then
+    ``d.weights`` and ``d.held``."""
+    from onnxprobe.api.grad_plan import grad_plan
+    from onnxprobe.autodiff.hoist import hoist_constants
+    from onnxprobe.compare.gradients import candidates, grad_side, wrt_scalars
+
+    side_spec = replace(d.spec, wrt=())
+    # weights inside If / Loop / Scan bodies are moved to the main graph, as grad_plan differentiates them
+    hoists = [hoist_constants(m.proto) for m in (d.a, d.b)]
+    for role, m, hoisted, extra in zip("AB", (d.a, d.b), hoists, wrt_scalars(hoists, d.spec.wrt)):
+        # an RNN's zero initial state (legacy: a Constant expanded to the batch; dynamo: an initializer) is a
+        # constant of the export that no parameter holds: as a weight it stayed unpaired, and two exports whose
+        # weight gradients all agreed were an error (--vs-torch asks the module instead: api.torch). A scalar (a
+        # clamp's bound) that --wrt names is a weight, as grad takes it (it was refused: no gradient matched it)
+        cands = candidates(hoisted, observe(m.proto), extra=extra,
+                           no_weights=initial_states(hoisted))
+        with naming(who := who_of(role, m)):  # grad_plan's own runs of the model name the side too
+            plan = grad_plan(m, side_spec, feed=d.fs.values, names=[t for t, _ in cands], unsupported="skip", cache=d.config.cache)
+        d.plans.append(plan)
+        d.sides.append(grad_side(m.source, m, plan, OrtRunner(plan.backward.model, d.config, m.source), cands, role, who))
+    # weight gradients either side has before --wrt: the verdict, which judges them, says why it has none
+    d.weights = sum(o.is_output for side in d.sides for o in side.observation.observables)
+    # float weights the models hold at all: none with a gradient is then not "no weights" (a Det or another
+    # op without a gradient rule stops the backward pass before them)
+    d.held = sum(_float_weights(m.proto) for m in (d.a, d.b))
+
+
+def _compare(d: _GradDiff, selection: Selection | None, tolerance: Tolerance | None, per_tensor: dict | None,
+             user_map: dict[str, str] | None, max_memory: int | None, progress: Progress | None) -> DiffResult:
+    """The two sides' gradients paired and measured by the diff (``compare.diff``): --wrt's pairs, the user's map
+    and per-tensor rules by gradient name, the gradients' default tolerance under the given one, folded, shared
+    and transposed weights kept apart; each pair's reason said as a gradient's."""
+    from onnxprobe.compare.grad_folding import explain_folded, folded_weights
+    from onnxprobe.compare.gradients import (both, grad_reason, nothing_selected, shared_weights, transposed_weights,
+                                             wrt_pairing)
+
+    side_a, side_b = d.sides
+    a, b, feed = d.a.proto, d.b.proto, d.fs.values
+    # --wrt keeps the pairs it names on either side, made as without it (the exporters name a weight apart)
+    pair = wrt_pairing(d.sides, d.spec.wrt, {k: tuple(np.shape(v)) for k, v in feed.items()}) if d.spec.wrt else None
+
+    def as_grad(name: str) -> str:
+        return name if forward_name(name) else grad_name(name)
+
+    gmap = {as_grad(k): as_grad(v) for k, v in (user_map or {}).items()} or None
+    # the gradients' default (atol relative to each one's scale); what flags leave out of a rule comes from it
+    default = gradient_tolerance(side_a, side_b)
+    per = {as_grad(k): v.over(default) for k, v in (per_tensor or {}).items()}
+    tolerance = tolerance.over(default) if tolerance else default
+    res = _diff(side_a, side_b, feed, selection or Selection(), tolerance, per, gmap, introduced=False,
+                max_memory=max_memory, progress=progress, pair=pair,
+                reject=both(folded_weights(a, b), shared_weights(a, b), transposed_weights(a, b)))
+    nothing_selected(res, selection or Selection(), (a, b))
+    explain_folded(res.matching, a, b)
+    for r in res.results:
+        r.pair.reason = grad_reason(r.pair)
+    return res
+
+
+def _describe(d: _GradDiff, res: DiffResult) -> None:
+    """``res`` told as a comparison of gradients: what was measured, ``res.grad`` (the loss, each side's output
+    and loss value, the weights, where the backward passes stop, whether the forward passes differ), the
+    constant-loss verdict, where the error starts and the notes (unread inputs, made-up inputs, loading)."""
+    from onnxprobe.compare.gradients import forward_note, gradient_stops, half_outputs, loss_value, losses_differ
+
+    side_a, side_b = d.sides
+    a_model, b_model, spec, fs = d.a, d.b, d.spec, d.fs
+    quantized = any(o.kind != "float" for o in side_a.observation.observables + side_b.observation.observables)
+    res.measured = (f"gradients of the {spec.loss} loss" + (" (QuantizeLinear / DequantizeLinear: straight-through)"
+                                                            if quantized else ""))
+    res.grad = {"loss": spec.loss, "output_a": d.plans[0].loss.output, "output_b": d.plans[1].loss.output,
+                "loss_a": loss_value(side_a, fs.values), "loss_b": loss_value(side_b, fs.values), "weights": d.weights,
+                "held_weights": d.held, "wrt": bool(spec.wrt),
+                "stops": {r: st for r, m in zip("AB", (a_model, b_model)) if (st := gradient_stops(m.proto))}}
+    judge_constant_loss(d.plans, res)
+    half = half_outputs(a_model.proto) or half_outputs(b_model.proto)
+    res.grad["forward_differs"] = losses_differ(res.grad, half)  # no pair is where the error starts
+    gradient_origin(res)
+    res.notes[:0] = [n for n in unread_note(a_model.proto, b_model.proto) + fs.notes + load_notes(a_model, b_model) + forward_note(res.grad, half)
+                     if n not in res.notes]
 
 
 def one_tensor_once(names, what: str) -> None:
