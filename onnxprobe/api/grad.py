@@ -9,19 +9,19 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import onnx
-from onnx import TensorProto
 
+from onnxprobe.api.check_runs import check_run
 from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradPlan, GradSpec, as_spec, grad_plan
 from onnxprobe.api.inputs import ModelLike, Progress, as_progress, as_config, as_inputs, as_max_memory, as_model, as_result, as_selection, check_switches, checked_feed
 from onnxprobe.autodiff import straight_through
-from onnxprobe.autodiff.check import DELTA, TOLERANCE, CheckItem, check_gradients, perturbable, to_float64
+from onnxprobe.autodiff.check import CheckItem, check_gradients, perturbable, to_float64
 from onnxprobe.autodiff.constant_loss import INSTEAD, unjudged  # noqa: F401 (unjudged: re-exported)
-from onnxprobe.autodiff.engine import attach_backward, shaped_types
+from onnxprobe.autodiff.engine import shaped_types
 from onnxprobe.autodiff.rounding import activations, downstream_max, rounding_model
 from onnxprobe.autodiff.select import weight_value
 from onnxprobe.compare.gradients import gradient_stops
 from onnxprobe.fileio import checked_path
-from onnxprobe.errors import ExecutionError, ModelError, UsageError, first_line, in_words, said, setting_error
+from onnxprobe.errors import ExecutionError, ModelError, UsageError, first_line, in_words, said
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.select import Selection
 from onnxprobe.graph.shapes import infer_shapes
@@ -297,6 +297,25 @@ def grad_check(model: ModelLike, gp: GradPlan, feed: dict[str, np.ndarray], resu
 
 def _grad_check(model: Model, gp: GradPlan, feed: dict[str, np.ndarray], result: GradResult, *,
                 device: str, seed: int, values: dict[str, np.ndarray] | None, progress: Progress | None = None) -> str:
+    """``grad_check`` on checked arguments: the loss perturbed along each checkable gradient (``api.check_runs``),
+    the rows' checks and the notes of what was not checked filled in; returns the precision used."""
+    tensors = _checked_tensors(gp, result)
+    run = check_run(gp, perturbable(gp.forward, gp.loss.loss, tensors), feed, tensors, device, result.notes)
+    items, empty = _check_items(model, gp, feed, result, tensors, run.grads64, values)
+    rounding = _loss_rounding(gp, run.base, device, run.mode, [it.name for it in items]) if items else None
+    if isinstance(rounding, str):
+        result.notes.append(f"the forward pass's rounding could not be read ({rounding}): a perturbation that a huge "
+                            "intermediate absorbs may read FAIL")
+        rounding = None
+    checked = check_gradients(items, run.loss, run.mode, seed=seed, progress=progress, rounding=rounding)
+    _shown_nonfinite(checked, result, run.grads64)
+    _fill_checks(gp, result, checked, empty)
+    return run.mode
+
+
+def _checked_tensors(gp: GradPlan, result: GradResult) -> dict[str, tuple[int, list]]:
+    """The tensors whose gradient the check can perturb along: those of the rows with a gradient array and a
+    type in the forward graph, name -> (elem type, the gradient's shape)."""
     types = shaped_types(gp.forward)
     tensors = {}
     for row in result.rows:
@@ -304,46 +323,14 @@ def _grad_check(model: Model, gp: GradPlan, feed: dict[str, np.ndarray], result:
         tp = types.get(row.name)
         if g is not None and tp is not None:
             tensors[row.name] = (tp.tensor_type.elem_type, list(g.shape))
-    pm = perturbable(gp.forward, gp.loss.loss, tensors)
-    mode, grads64 = "float32", None
-    config = RunConfig(device=device)
-    base = {**feed, **gp.extra_feed}
-    try:
-        runner = OrtRunner(to_float64(pm), config)
-        runner.session(runner.model, key="check", arena=True)  # (as execute would make it: scalar outputs only)
-        # some kernels are registered for double and refuse it at run time (LSTM, GRU): one run tells
-        f64 = {k: (v.astype(np.float64) if v.dtype in (np.float32, np.float16) else v) for k, v in base.items()}
-        f64.update(_zero_deltas(tensors, np.float64))
-        runner.execute(runner.model, f64, [gp.loss.loss], key="check", shrink=False)
-        mode = "float64"
-    except ExecutionError as e:
-        why = first_line(e)
-        result.notes.append(said(lambda say: f"{say(('check', '--check'))} ran in float32 (tolerance "
-                                 f"{TOLERANCE['float32']:g}): onnxruntime cannot run the model's float64 copy ({why[:200]})"))
-        runner = OrtRunner(pm, config)
-        half = sorted(n for n, (e, _) in tensors.items() if e in (TensorProto.FLOAT16, TensorProto.BFLOAT16))
-        if half:  # finite differences over a step of 1e-3 of the values drown in float16's own rounding
-            raise setting_error(UsageError, ("check", "--check"), f": the model computes {half[0]!r}"
-                                f"{f' (and {len(half) - 1} more)' if len(half) > 1 else ''} in float16 or bfloat16, and onnxruntime cannot run its float64 copy: finite differences in "
-                             "half precision cannot check gradients (the gradients themselves are computed; check a "
-                             "float32 version of the model)")
-    if mode == "float64":
-        base = {k: (v.astype(np.float64) if v.dtype in (np.float32, np.float16) else v) for k, v in base.items()}
-        grads64 = _grads_float64(gp, base, device)
-        if grads64 is None:
-            mode = "float64 (float32 gradients)"
-    dt = np.float64 if mode.startswith("float64") else np.float32
-    zeros = _zero_deltas(tensors, dt)
+    return tensors
 
-    def loss(name: str, delta: np.ndarray) -> float:
-        # one session, its arena kept from run to run (hundreds of runs); the other tensors' deltas are broadcast
-        # zeros (t + 0 is t, bit for bit, as with a whole tensor of zeros, which each run read for every tensor)
-        f = dict(base)
-        f.update(zeros)
-        f[DELTA + name] = np.asarray(delta, dt)
-        out, _ = runner.execute(runner.model, f, [gp.loss.loss], key="check", shrink=False)
-        return float(np.asarray(out[gp.loss.loss], np.float64).reshape(-1)[0])
 
+def _check_items(model: Model, gp: GradPlan, feed: dict[str, np.ndarray], result: GradResult, tensors: dict,
+                 grads64: dict[str, np.ndarray] | None, values: dict[str, np.ndarray] | None) -> tuple[list[CheckItem], list[str]]:
+    """What finite differences judge (one CheckItem per row: the gradient, float64's where computed, the tensor's
+    value and scale) and the rows with an empty gradient. Rows the loss is constant in get ``row.unjudged``,
+    those behind a straight-through rounding an unresolved ``row.check``; neither is an item."""
     items, empty = [], []
     for row in result.rows:
         if gp.constant_in(row.name):  # rounding noise, which finite differences (flat) read as FAIL: not judged
@@ -369,13 +356,12 @@ def _grad_check(model: Model, gp: GradPlan, feed: dict[str, np.ndarray], result:
         # a weight's or an input's value is the tensor the check perturbs, bit for bit (float64: float32 promoted
         # exactly); an activation's was read from another run
         items.append(CheckItem(row.name, g, val, rms, exact=kind in ("weight", "input") and val is not None))
-    rounding = _loss_rounding(gp, base, device, mode, [it.name for it in items]) if items else None
-    if isinstance(rounding, str):
-        result.notes.append(f"the forward pass's rounding could not be read ({rounding}): a perturbation that a huge "
-                            "intermediate absorbs may read FAIL")
-        rounding = None
-    checked = check_gradients(items, loss, mode, seed=seed, progress=progress, rounding=rounding)
-    _shown_nonfinite(checked, result, grads64)
+    return items, empty
+
+
+def _fill_checks(gp: GradPlan, result: GradResult, checked: dict[str, dict], empty: list[str]) -> None:
+    """The rows' ``check`` from ``checked``, and the notes of what the check could not judge: empty gradients,
+    a loss flat along a failing one, straight-through estimators, gradients finite differences cannot resolve."""
     if empty:
         result.notes.append(f"not checked: {len(empty)} empty gradient(s), no element to compare "
                             f"({', '.join(empty[:3])}{' ...' if len(empty) > 3 else ''})")
@@ -397,13 +383,6 @@ def _grad_check(model: Model, gp: GradPlan, feed: dict[str, np.ndarray], result:
     if loose:
         result.notes.append(f"cannot check {len(loose)} gradient(s), not resolvable by finite differences: "
                             f"{', '.join(loose[:3])}{' ...' if len(loose) > 3 else ''} ({checked[loose[0]]['unresolved']})")
-    return mode
-
-
-def _zero_deltas(tensors: dict[str, tuple[int, list]], dt) -> dict[str, np.ndarray]:
-    """The delta of each checked tensor left where it is: a zero of its rank, all dims 1 (``perturbable``'s delta
-    inputs have unknown dims; the Add broadcasts it), not a copy of the tensor in zeros."""
-    return {DELTA + n: np.zeros([1] * len(s), dt) for n, (_, s) in tensors.items()}
 
 
 def _shown_nonfinite(checked: dict[str, dict], result: GradResult, grads64: dict[str, np.ndarray] | None) -> None:
@@ -453,14 +432,3 @@ def _loss_rounding(gp: GradPlan, feed: dict[str, np.ndarray], device: str, mode:
     eps = float(np.finfo(np.float64 if mode.startswith("float64") else np.float32).eps)
     each = {t: eps * float(np.sqrt(np.asarray(out[s], np.float64).reshape(-1)[0])) for t, s in sums.items() if s in out}
     return downstream_max(fwd, {t: v for t, v in each.items() if np.isfinite(v)}, names)
-
-
-def _grads_float64(gp: GradPlan, feed64: dict[str, np.ndarray], device: str) -> dict[str, np.ndarray] | None:
-    """The gradients recomputed by the float64 backward graph, or None when onnxruntime cannot run it."""
-    try:
-        fwd = infer_shapes(to_float64(gp.forward))
-        bw = attach_backward(fwd, gp.loss.seeds, list(gp.grads), outputs=[gp.loss.loss])
-        out, _ = OrtRunner(bw.model, RunConfig(device=device)).execute(bw.model, feed64, list(bw.grads.values()))
-    except (ExecutionError, ModelError):
-        return None
-    return {t: out[g] for t, g in bw.grads.items()}
