@@ -110,7 +110,7 @@ def test_a_map_entry_of_another_shape_is_refused_out_loud(tmp_path):
 
 
 def test_a_scalar_in_a_refused_map_entry_is_named():
-    from onnxprobe.match.engine import _shp
+    from onnxprobe.match.pairs import shape_words as _shp
 
     assert _shp(()) == "scalar" and _shp((2, 4)) == "2x4" and _shp((None, 4)) == "?x4" and _shp(None) == "?"
 
