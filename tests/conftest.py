@@ -93,6 +93,22 @@ def load_check_agrees_with_ort(m: onnx.ModelProto, refused: tuple[str, ...] | No
         assert line is not None and "\n" not in line and all(w in line for w in refused), line
 
 
+def legacy_export_of_source(folder, source: str) -> tuple[Path, str]:
+    """``source`` (a module's text defining ``build() -> (module, args)``) written to FOLDER/make.py and its
+    module exported with the legacy exporter (opset 17, input "x") to FOLDER/m.onnx: (the model's path, the
+    ``--vs-torch`` argument "FOLDER/make.py:build")."""
+    import torch
+
+    src = Path(folder) / "make.py"
+    src.write_text(source)
+    ns: dict = {}
+    exec(source, ns)
+    m, args = ns["build"]()
+    path = Path(folder) / "m.onnx"
+    torch.onnx.export(m, args, str(path), dynamo=False, input_names=["x"], opset_version=17)
+    return path, f"{src}:build"
+
+
 def mm_relu_softmax(folder) -> str:
     """A small saved model, MatMul (weight w) -> Relu -> Softmax, for tests of settings and messages: its path."""
     vi = helper.make_tensor_value_info

@@ -13,6 +13,8 @@ torch = pytest.importorskip("torch")
 
 from typer.testing import CliRunner  # noqa: E402
 
+from conftest import legacy_export_of_source  # noqa: E402
+
 from onnxprobe.cli.main import app  # noqa: E402
 
 MODULE = '''
@@ -36,15 +38,9 @@ def build():
 
 
 def test_a_parameter_behind_an_op_without_a_rule_is_said_stopped(tmp_path, det_without_rule):
-    src = tmp_path / "make.py"
-    src.write_text(MODULE)
-    ns: dict = {}
-    exec(MODULE, ns)
-    m, args = ns["build"]()
-    path = tmp_path / "m.onnx"
-    torch.onnx.export(m, args, str(path), dynamo=False, input_names=["x"], opset_version=17)
+    path, module = legacy_export_of_source(tmp_path, MODULE)
     js = tmp_path / "d.json"
-    r = CliRunner().invoke(app, ["diff", "--grad", str(path), "--vs-torch", f"{src}:build", "--json", str(js)])
+    r = CliRunner().invoke(app, ["diff", "--grad", str(path), "--vs-torch", module, "--json", str(js)])
     assert r.exit_code != 0, r.output
     got = json.loads(js.read_text())
     un_b = {u["name"]: u for u in got["unmatched_b"]}

@@ -11,6 +11,8 @@ torch = pytest.importorskip("torch")
 
 from typer.testing import CliRunner  # noqa: E402
 
+from conftest import legacy_export_of_source  # noqa: E402
+
 from onnxprobe import api  # noqa: E402
 from onnxprobe.cli.main import app  # noqa: E402
 from onnxprobe.errors import UsageError  # noqa: E402
@@ -27,14 +29,7 @@ def build():
 
 @pytest.fixture
 def exported(tmp_path):
-    src = tmp_path / "make.py"
-    src.write_text(MODULE)
-    ns: dict = {}
-    exec(MODULE, ns)
-    m, args = ns["build"]()
-    path = tmp_path / "m.onnx"
-    torch.onnx.export(m, args, str(path), dynamo=False, input_names=["x"], opset_version=17)
-    return path, f"{src}:build"
+    return legacy_export_of_source(tmp_path, MODULE)
 
 
 @pytest.mark.parametrize("grad", [False, True])
