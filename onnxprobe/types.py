@@ -97,6 +97,9 @@ class Probe:
     stats_sums: str | None = None  # the float64 [Σ(x-c), Σ(x-c)², Σ|x|, non-zero] of those pieces
     stats_block: int = 0  # > 0: stats_output holds per-block summaries of this many elements each
     # (graph.stats_nodes.block_parts, read by TensorStats.from_blocks)
+    # False: those summaries leave out Σ|x| and the zero count (stats.tensor_stats.BLOCK_CORE: 5 rows a block,
+    # not 7; api.layers(extras=False)): the statistics then have no abs_mean or zero_fraction
+    stats_extras: bool = True
     shape_output: str | None = None  # int64 [rank] runtime shape (main-graph tensors only)
     exact_extremes: str | None = None  # an int64 / uint64 tensor's [min, max] in its type (main graph; the row's are float64)
     raw_output: str | None = None  # the tensor itself (or, inside Loop/Scan, stacked per iteration)

@@ -19,6 +19,7 @@ GOOD = Probe(ref=REF, stats_output="s", stats_sums="sums", stats_block=1024, sha
 
 def test_a_probe_store_wrote_fits():
     assert _fits(GOOD, OUTPUTS)
+    assert _fits(replace(GOOD, stats_extras=False), OUTPUTS)
     assert _fits(Probe(ref=replace(REF, scope=(), dtype=None, shape=None, grad_of="x")), set())
 
 
@@ -26,6 +27,7 @@ def test_a_probe_store_wrote_fits():
     replace(GOOD, stats_output="nosuch"), replace(GOOD, raw_output=5), replace(GOOD, exact_extremes=["ext"]),
     replace(GOOD, stats_block=True), replace(GOOD, stats_block=-1), replace(GOOD, stats_block=1.0),
     replace(GOOD, stats_on_host=0), replace(GOOD, raw_scalar="no"), replace(GOOD, ref=replace(REF, is_output=1)),
+    replace(GOOD, stats_extras=0), replace(GOOD, stats_extras="false"), replace(GOOD, stats_extras=None),
     replace(GOOD, ref=replace(REF, name=3)), replace(GOOD, ref=replace(REF, kind=None)),
     replace(GOOD, ref=replace(REF, scope=("a", 3))), replace(GOOD, ref=replace(REF, index="3")),
     replace(GOOD, ref=replace(REF, dtype=5)), replace(GOOD, ref=replace(REF, grad_of=1)),

@@ -147,7 +147,7 @@ def _runner_of(model: Model, result: ProbeResult, config: RunConfig | None) -> G
 def layers(model: Model | str | os.PathLike, selection: Selection | None = None, config: RunConfig | None = None,
            inputs: InputSpec | None = None, *, save: bool = False, save_to: str | os.PathLike | None = None,
            max_memory: int | None = None, progress: Progress | None = None, runtime: str = "ort",
-           runtime_options: dict[str, str] | None = None) -> ProbeResult:
+           runtime_options: dict[str, str] | None = None, extras: bool = True) -> ProbeResult:
     """What ``onnxprobe layers`` does: the statistics of every selected tensor, computed in the graph.
 
     ``save=True`` keeps the raw tensors in ``result.arrays``. ``save_to=FILE.npz`` streams them to disk
@@ -156,14 +156,20 @@ def layers(model: Model | str | os.PathLike, selection: Selection | None = None,
     ``runtime`` / ``runtime_options``: the runtime that runs the model (see ``run``); the tensors it
     cannot observe are in ``result.unobserved`` with the reason. ``model``: a Model, a path or a
     ModelProto; ``inputs``: an InputSpec or a dict of arrays by input name.
+
+    ``extras=False`` computes only what the layers table shows: tensors summarised block by block in the
+    graph (float tensors of a known size, most of a model's) leave out Σ|x| and the count of zeros, so their
+    statistics have ``abs_mean`` and ``zero_fraction`` None (JSON null); the other forms (statistics on the
+    host, the fast pieces of other tensors, rows reran with masks for NaN/Inf) may still compute them.
+    Default True: every tensor has them.
     """
-    check_switches("layers", save=save)
+    check_switches("layers", save=save, extras=extras)
     model, selection, config = as_model(model), as_selection(selection), as_config(config)
     max_memory, progress = as_max_memory(max_memory), as_progress(progress)
     fs = feeds(model, inputs)
     try:
         r = _runner_for(model, config, runtime, runtime_options, max_memory, feed=fs.values)
-        result = r.probe(select_refs(model.proto, selection or Selection()), fs.values, raw=save)
+        result = r.probe(select_refs(model.proto, selection or Selection()), fs.values, raw=save, extras=extras)
         result.feed = fs.values
         result.plan.warnings[:0] = list(model.warnings)
         result.notes[:0] = fs.notes

@@ -139,6 +139,7 @@ def expose(
     known: dict[str, tuple] | None = None,
     count_from_shape: bool = False,
     extremes: bool = True,
+    extras: bool = True,
 ) -> tuple[onnx.ModelProto, list[Probe]]:
     """``nonfinite``: how float tensors holding NaN/Inf get correct statistics: "in-graph" (an If node per
     tensor, self-contained), "deferred" (the caller reruns those that ``needs_masking`` says) or
@@ -153,7 +154,9 @@ def expose(
     ``known`` or its own static shape gives; the plan then fits only feeds of that size), else the row's
     two computed pieces (``Probe.stats_sums``), the count from that shape. ``extremes``: a main-graph int64
     or uint64 tensor summarised in the graph gets its exact [min, max] as an output of its own too
-    (``Probe.exact_extremes``: its row's are float64); ``mark`` writes rows only."""
+    (``Probe.exact_extremes``: its row's are float64); ``mark`` writes rows only. ``extras`` False: the
+    per-block summaries of ``count_from_shape`` leave out Σ|x| and the zero count (``Probe.stats_extras``);
+    every other form keeps them."""
     known = known or {}
     warnings = warnings if warnings is not None else []
     opset = default_opset(model)
@@ -176,7 +179,7 @@ def expose(
             continue
         probe = Probe(ref=ref, stats_on_host=host_stats)
         if summarised and count_from_shape and shapes and not chain and nonfinite == "deferred":
-            _expose_stats_parts(rw, tg, probe, known)
+            _expose_stats_parts(rw, tg, probe, known, extras)
         elif summarised:
             _expose_stats_row(rw, tg, probe, known, nonfinite)
         if extremes and probe.stats_output and stacks(chain):
@@ -266,13 +269,15 @@ def _planned(tg: _Target, known: dict[str, tuple]) -> tuple | None:
     return known.get(tg.ref.name) or (tg.ref.shape if tg.ref.shape is not None else rank_only(tg.t))
 
 
-def _expose_stats_parts(rw: _Rewrite, tg: _Target, probe: Probe, known: dict[str, tuple]) -> None:
+def _expose_stats_parts(rw: _Rewrite, tg: _Target, probe: Probe, known: dict[str, tuple], extras: bool = True) -> None:
     """``count_from_shape``'s form, for a main-graph tensor: what ``StatsBuilder.stats_parts`` computes
     (per-block summaries, or the row's two computed pieces) as outputs, for the reader to assemble the row
-    from. Sets ``probe.stats_output``, ``stats_sums``, ``stats_block`` and ``planned_shape``."""
+    from. Sets ``probe.stats_output``, ``stats_sums``, ``stats_block``, ``stats_extras`` (False only for
+    blocks without Σ|x| and the zero count, ``extras`` False) and ``planned_shape``."""
     g, b, name = tg.site.graph, rw.builder(tg.site.graph), tg.ref.name
     shape = _planned(tg, known)
-    first, second, probe.stats_block = b.stats_parts(tg.src, tg.elem, shape)
+    first, second, probe.stats_block = b.stats_parts(tg.src, tg.elem, shape, extras)
+    probe.stats_extras = extras or not probe.stats_block
     probe.planned_shape = laid_out(shape, tg.elem)
     probe.stats_output, probe.stats_sums = (_output_of(g, b, part, STATS_PREFIX + name + tag, rw.names)
                                             if part else None for part, tag in ((first, ""), (second, ".sums")))

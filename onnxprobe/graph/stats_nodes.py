@@ -40,7 +40,7 @@ import onnx
 from onnx import TensorProto, helper
 
 from onnxprobe.graph.builder import GraphBuilder, interleave
-from onnxprobe.stats.tensor_stats import BLOCK_PARTS, COL, MAX_COL, MIN_COL, ROW, SAFE_HALF_RANGE, UNIT_RANGE, needs_rerun
+from onnxprobe.stats.tensor_stats import BLOCK_CORE, BLOCK_PARTS, COL, MAX_COL, MIN_COL, ROW, SAFE_HALF_RANGE, UNIT_RANGE, needs_rerun
 from onnxprobe.types import element_count
 
 ROW_WIDTH = len(ROW)
@@ -100,27 +100,31 @@ class StatsBuilder(GraphBuilder):
             return fast
         return self._checked(fast, f, b, axes, size, row, elem)
 
-    def stats_parts(self, x: str, elem_type: int | None, shape: tuple | None = None) -> tuple[str, str | None, int]:
+    def stats_parts(self, x: str, elem_type: int | None, shape: tuple | None = None,
+                    extras: bool = True) -> tuple[str, str | None, int]:
         """For a reader that assembles the statistics itself (no NaN or Inf: statistics that cannot be
         trusted are rerun, as "deferred"): (first, second, block). A float tensor of a known static shape
         whose size some ``block_size`` divides: its per-block summaries (``block_parts``; second None),
         else the fast row's two computed pieces (block 0; the count from the tensor's shape): the extremes
         (min, max, shift; float32, or float64 for the flat forms; 3 elements, all-ones dims) and the float64
-        sums (Σ(x-c), Σ(x-c)², Σ|x|, non-zero count), five nodes fewer than a row."""
+        sums (Σ(x-c), Σ(x-c)², Σ|x|, non-zero count), five nodes fewer than a row. ``extras`` False: the
+        block form leaves out Σ|x| and the zero count (``block_parts``); the fast pieces keep them."""
         f, axes, row, elem = self._prepared(x, elem_type, shape)
         block = block_size(shape) if elem == TensorProto.FLOAT else None
         if block:
-            return self.block_parts(f, x, block), None, block
+            return self.block_parts(f, x, block, extras), None, block
         return (*self._fast_parts(f, x, axes, row, elem, self._int_centered(x, f, elem_type)), 0)
 
-    def block_parts(self, f: str, b: str, block: int) -> str:
+    def block_parts(self, f: str, b: str, block: int, extras: bool = True) -> str:
         """The float32 tensor ``f`` as rows of ``block`` elements, each reduced to ``BLOCK_PARTS`` (its
         extremes, its mean m_b, Σ(x - m_b), Σ(x - m_b)², Σ|x|, its count of zeros): one [7 k, 1] output,
         merged on the host in float64 (``TensorStats.from_blocks``). About each block's own mean, the
         float32 sums do not cancel (k ~ 1, where the midpoint shift of ``_fast_parts`` left k = 137 on a
         sigmoid map and needed float64 sums from the first addition); no full-size float64 copy, no
         float64 reductions, no outer sums in the graph (PP-OCRv4 det 800x608, layers --all: 6,094 -> 4,741
-        nodes; measured on a prototype, interleaved: session 0.24 -> 0.16 s, first run 0.46 -> 0.27 s)."""
+        nodes; measured on a prototype, interleaved: session 0.24 -> 0.16 s, first run 0.46 -> 0.27 s).
+        ``extras`` False: without Σ|x| and the zero count (``BLOCK_CORE``, [5 k, 1]; five nodes fewer: what the
+        layers table shows needs neither; a [3600, 256] float32 tensor's kernels 0.56 -> 0.30 ms)."""
         x = self.node("Reshape", [f, self.const(np.array([-1, block], np.int64))], f"{b}.blocks")
         lo = self.red("ReduceMin", x, f"{b}.bmin", axes=[1])
         hi = self.red("ReduceMax", x, f"{b}.bmax", axes=[1])
@@ -129,10 +133,11 @@ class StatsBuilder(GraphBuilder):
         r = self.red("ReduceSum", d, f"{b}.bs1", axes=[1])
         # Mul and ReduceSum, not ReduceSumSquare: onnxruntime's float32 ReduceSumSquare is slower (_sums)
         q = self.red("ReduceSum", self.node("Mul", [d, d], f"{b}.bdd"), f"{b}.bs2", axes=[1])
-        a = self.red("ReduceSum", self.node("Abs", [x], f"{b}.babs"), f"{b}.bsumabs", axes=[1])
-        z = self.red("ReduceSum", self._is_zero(x, f"{b}.bz"), f"{b}.bzeros", axes=[1])
-        parts = {"min": lo, "max": hi, "mean": m, "sum_d": r, "sumsq_d": q, "sumabs": a, "zeros": z}
-        return self.node("Concat", [parts[k] for k in BLOCK_PARTS], f"{b}.blockparts", axis=0)
+        parts = {"min": lo, "max": hi, "mean": m, "sum_d": r, "sumsq_d": q}
+        if extras:
+            parts["sumabs"] = self.red("ReduceSum", self.node("Abs", [x], f"{b}.babs"), f"{b}.bsumabs", axes=[1])
+            parts["zeros"] = self.red("ReduceSum", self._is_zero(x, f"{b}.bz"), f"{b}.bzeros", axes=[1])
+        return self.node("Concat", [parts[k] for k in (BLOCK_PARTS if extras else BLOCK_CORE)], f"{b}.blockparts", axis=0)
 
     def _is_zero(self, x: str, base: str) -> str:
         """x == 0 (float32) as 1.0 or 0.0 in float32, for a count of zeros. Equal (float inputs from opset 11) is

@@ -155,8 +155,9 @@ def structure(model: onnx.ModelProto) -> str:
 # graph.walk; 34: the .json holds the digest of both files, ``_digest``; 35: an entry's files are KEY.probed.onnx
 # and KEY.probed.json, ``ENTRY``; 36: a Constant's value_float(s) is a weight to grad, graph.constants.constant_of;
 # 37: a boolean tensor is no structural pair of an integer one, match.integers; 38: the digest holds the key too;
-# 39: int64 / uint64 tensors summarised in the graph carry their exact extremes, Probe.exact_extremes)
-FORMAT = 39
+# 39: int64 / uint64 tensors summarised in the graph carry their exact extremes, Probe.exact_extremes; 40: block
+# summaries without Σ|x| and the zero count, Probe.stats_extras, the option ``extras`` in the key)
+FORMAT = 40
 
 
 def key_of(parts: dict) -> str:
@@ -242,7 +243,7 @@ def _fits(p: Probe, outputs: set[str]) -> bool:
             return False
     if not isinstance(p.stats_block, int) or isinstance(p.stats_block, bool) or p.stats_block < 0:
         return False
-    for v in (p.stats_on_host, p.raw_for_stats, p.raw_scalar, r.is_output):
+    for v in (p.stats_on_host, p.raw_for_stats, p.raw_scalar, p.stats_extras, r.is_output):
         if not isinstance(v, bool):
             return False
     for v in (r.name, r.node, r.op_type, r.direction, r.kind, *r.scope):

@@ -32,6 +32,9 @@ COL = {name: i for i, name in enumerate(ROW)}
 # a tensor summarised block by block in the graph (graph.stats_nodes.block_parts): per block of B elements,
 # float32, its extremes, its mean m_b, Σ(x - m_b), Σ(x - m_b)², Σ|x| and its count of zeros (from_blocks)
 BLOCK_PARTS = ("min", "max", "mean", "sum_d", "sumsq_d", "sumabs", "zeros")
+# the block form without its last two parts (Σ|x| and the zero count: abs_mean and zero_fraction, which the
+# layers table does not show): ``TensorStats.extras`` False, graph.stats_nodes.block_parts(extras=False)
+BLOCK_CORE = BLOCK_PARTS[:5]
 MIN_COL, MAX_COL = COL["min"], COL["max"]
 # a half-range outside these bounds may overflow or underflow float32 squares: the statistics are then
 # recomputed with x - c scaled by the half-range (graph.stats_nodes, "careful" rows)
@@ -100,7 +103,9 @@ class TensorStats:
     """Statistics of one tensor: element ``count``, NaN, Inf and zero counts, min and max of the finite
     values, and their sums about ``shift`` (kept in units of ``unit`` so that nothing overflows); the
     properties ``mean``, ``std`` and ``abs_mean`` are derived from them (``to_dict`` gives what reports
-    show). A tensor without finite values has min inf and max -inf (JSON: null)."""
+    show). A tensor without finite values has min inf and max -inf (JSON: null). ``extras`` False: Σ|x| and the
+    zero count were not computed (the light block form, ``api.layers(extras=False)``): ``zeros`` and ``sumabs``
+    hold nothing, and ``abs_mean`` and ``zero_fraction`` are None."""
 
     count: int = 0
     nan: int = 0
@@ -114,6 +119,7 @@ class TensorStats:
     sumabs: float = 0.0  # Σ |x| over the finite values
     unit: float = 1.0  # s1, sumabs in units of this, s2 in its square (UNIT_RANGE; 1 for all but extreme float64)
     distinct: bool = False  # values that differ though min == max (int64 past 2^53 rounded to one float64)
+    extras: bool = True  # zeros and sumabs were computed (False: the light block form; abs_mean, zero_fraction None)
 
     @classmethod
     def from_row(cls, row: np.ndarray) -> "TensorStats":
@@ -143,7 +149,7 @@ class TensorStats:
         if self.s2 / n - (self.s1 / n) ** 2 <= 0:
             return self
         return TensorStats(self.count, self.nan, self.inf, self.zeros, self.min, self.max, self.shift, self.s1, self.s2,
-                           self.sumabs, self.unit, True)
+                           self.sumabs, self.unit, True, self.extras)
 
     def with_extremes(self, lo: int, hi: int) -> "TensorStats":
         """These statistics of an int64 or uint64 tensor with its exact extremes (Python ints, as
@@ -152,7 +158,7 @@ class TensorStats:
         if not self.finite:
             return self
         return TensorStats(self.count, self.nan, self.inf, self.zeros, lo, hi, self.shift, self.s1, self.s2,
-                           self.sumabs, self.unit, lo != hi and float(lo) == float(hi))
+                           self.sumabs, self.unit, lo != hi and float(lo) == float(hi), self.extras)
 
     @classmethod
     def from_rows(cls, rows: np.ndarray) -> "TensorStats":
@@ -163,7 +169,7 @@ class TensorStats:
         return out
 
     @classmethod
-    def from_blocks(cls, parts: np.ndarray, block: int) -> "TensorStats":
+    def from_blocks(cls, parts: np.ndarray, block: int, extras: bool = True) -> "TensorStats":
         """The statistics of a tensor of finite values from its per-block summaries (``BLOCK_PARTS``, each a
         row of k blocks of ``block`` elements). Each block's moments are about its own mean, so its
         float32 sums do not cancel however skewed or offset the tensor is; the blocks are merged here in
@@ -176,22 +182,26 @@ class TensorStats:
         blocks (one large square swallows the rounding of the small ones in the float32 sums: README). A NaN or
         Inf in the tensor shows as a non-finite sum, which ``needs_rerun`` catches; so does a spread so small
         that the squares float32 flushes to 0 or rounds to a subnormal (each up to ``FLOAT32_SQUARE_LOSS`` off)
-        may be 1e-7 of Σ(x-c)² (a half-range of 1e-18, values 2.5e-23 either side of 0: std 1.6e-4 off)."""
-        return cls.from_many_blocks([(parts, block)])[0]
+        may be 1e-7 of Σ(x-c)² (a half-range of 1e-18, values 2.5e-23 either side of 0: std 1.6e-4 off).
+        ``extras`` False: ``parts`` holds ``BLOCK_CORE`` only (no Σ|x|, no zero count): ``extras`` False too."""
+        return cls.from_many_blocks([(parts, block, extras)])[0]
 
     @classmethod
-    def from_many_blocks(cls, items: list[tuple[np.ndarray, int]]) -> list["TensorStats"]:
-        """``from_blocks`` of each (parts, block) of ``items``, in one pass of numpy calls per group of
-        tensors of the same block size and count (a run's 265 tensors took 265 passes of ~15 small calls
-        each). Each tensor is a row of its group's arrays, and every sum is taken along the row, as numpy
-        takes it over the tensor alone (pairwise, one inner loop a row): the same statistics, bit for bit."""
+    def from_many_blocks(cls, items: list[tuple]) -> list["TensorStats"]:
+        """``from_blocks`` of each (parts, block) or (parts, block, extras) of ``items``, in one pass of numpy
+        calls per group of tensors of the same block size, count and layout (a run's 265 tensors took 265
+        passes of ~15 small calls each). Each tensor is a row of its group's arrays, and every sum is taken
+        along the row, as numpy takes it over the tensor alone (pairwise, one inner loop a row): the same
+        statistics, bit for bit."""
         out: list = [None] * len(items)
-        groups: dict[tuple[int, int], list[tuple[int, np.ndarray]]] = {}
-        for i, (parts, block) in enumerate(items):
-            p = np.asarray(parts, np.float64).reshape(len(BLOCK_PARTS), -1)
-            groups.setdefault((block, p.shape[1]), []).append((i, p))
-        for (block, k), members in groups.items():
-            lo, hi, m, r, q, a, z = np.stack([p for _, p in members]).transpose(1, 0, 2)  # each [tensors, k]
+        groups: dict[tuple[int, int, bool], list[tuple[int, np.ndarray]]] = {}
+        for i, (parts, block, *rest) in enumerate(items):
+            extras = bool(rest[0]) if rest else True
+            p = np.asarray(parts, np.float64).reshape(len(BLOCK_PARTS if extras else BLOCK_CORE), -1)
+            groups.setdefault((block, p.shape[1], extras), []).append((i, p))
+        for (block, k, extras), members in groups.items():
+            stacked = np.stack([p for _, p in members]).transpose(1, 0, 2)  # each [tensors, k]
+            lo, hi, m, r, q = stacked[:5]
             n = k * block
             with np.errstate(all="ignore"):
                 lows, highs = lo.min(axis=1), hi.max(axis=1)
@@ -199,8 +209,12 @@ class TensorStats:
                 e = m - c[:, None]
                 s1 = r.sum(axis=1) + block * e.sum(axis=1)
                 s2 = q.sum(axis=1) + 2 * rowdot(e, r) + block * rowdot(e, e)
-                sumabs = np.where((lo >= 0) | (hi <= 0), np.abs(block * m + r), a).sum(axis=1)
-                zeros = z.sum(axis=1)
+                if extras:
+                    a, z = stacked[5:]
+                    sumabs = np.where((lo >= 0) | (hi <= 0), np.abs(block * m + r), a).sum(axis=1)
+                    zeros = z.sum(axis=1)
+                else:  # not computed (BLOCK_CORE): extras False
+                    sumabs = zeros = np.zeros(len(members))
                 means_finite = np.isfinite(m).all(axis=1)
             for j, (i, _) in enumerate(members):
                 low, high = float(lows[j]), float(highs[j])
@@ -208,13 +222,15 @@ class TensorStats:
                 # NaN, which then shows only in its block's mean and sums, and must reach needs_rerun); its
                 # value is the extremes', not the float32 means' rounding, which ``with_spread`` would read as a spread
                 if low == high and math.isfinite(low) and means_finite[j]:
-                    out[i] = cls(count=n, zeros=n if low == 0 else 0, min=low, max=low, shift=low, sumabs=abs(low) * n)
+                    out[i] = (cls(count=n, zeros=n if low == 0 else 0, min=low, max=low, shift=low, sumabs=abs(low) * n)
+                              if extras else cls(count=n, min=low, max=low, shift=low, extras=False))
                     continue
                 v2, nz = float(s2[j]), float(zeros[j])
                 if n * FLOAT32_SQUARE_LOSS > 1e-7 * v2:  # squares lost below float32's subnormals may matter: rerun
                     v2 = math.nan
-                out[i] = cls(count=n, zeros=int(nz) if math.isfinite(nz) else 0, min=low, max=high, shift=float(c[j]),
-                             s1=float(s1[j]), s2=max(v2, 0.0) if math.isfinite(v2) else v2, sumabs=float(sumabs[j]))
+                out[i] = cls(count=n, zeros=int(nz) if math.isfinite(nz) and extras else 0, min=low, max=high,
+                             shift=float(c[j]), s1=float(s1[j]), s2=max(v2, 0.0) if math.isfinite(v2) else v2,
+                             sumabs=float(sumabs[j]) if extras else 0.0, extras=extras)
         return out
 
     @classmethod
@@ -300,13 +316,14 @@ class TensorStats:
             sumabs += _converted(t.sumabs, t.unit, u)
         # parts of one rounded value that differ (batches of 2^62 and of 2^62 + 1) show it in the merged sums
         return TensorStats(self.count + other.count, self.nan + other.nan, self.inf + other.inf, self.zeros + other.zeros,
-                           lo, hi, c, s1, max(s2, 0.0), sumabs, u, any(t.distinct for t in parts)).with_spread()
+                           lo, hi, c, s1, max(s2, 0.0), sumabs, u, any(t.distinct for t in parts),
+                           self.extras and other.extras).with_spread()
 
     def scaled(self, f: float) -> "TensorStats":
         """The statistics of f·x (f > 0): a mean loss's gradients from a summed one's (the sums keep their
         values, in a unit f times larger)."""
         return TensorStats(self.count, self.nan, self.inf, self.zeros, self.min * f, self.max * f, self.shift * f,
-                           self.s1, self.s2, self.sumabs, self.unit * f, self.distinct)
+                           self.s1, self.s2, self.sumabs, self.unit * f, self.distinct, self.extras)
 
     # -- derived -------------------------------------------------------------------------------------
     @property
@@ -366,9 +383,12 @@ class TensorStats:
         return self.unit * m * math.sqrt(max(q, 0.0))
 
     @property
-    def abs_mean(self) -> float:
+    def abs_mean(self) -> float | None:
         """Mean |x| over the finite values; of values of one sign, |mean|, from the shifted sums: Σ|x| is a
-        plain sum, which onnxruntime's float64 ReduceSum rounds to 4.5e-7 of int64 values near 2^60."""
+        plain sum, which onnxruntime's float64 ReduceSum rounds to 4.5e-7 of int64 values near 2^60. None
+        where Σ|x| was not computed (``extras`` False)."""
+        if not self.extras:
+            return None
         if not self.finite:
             return math.nan
         m = self.mean  # NaN where its sums overflowed (values near float64's limit): Σ|x| is in units
@@ -386,8 +406,11 @@ class TensorStats:
                 f"std={g(self.std)}, nan={self.nan}, inf={self.inf})")
 
     @property
-    def zero_fraction(self) -> float:
-        """Zeros over the finite values, as every other statistic (NaN when there is none)."""
+    def zero_fraction(self) -> float | None:
+        """Zeros over the finite values, as every other statistic (NaN when there is none; None where the
+        zeros were not counted, ``extras`` False)."""
+        if not self.extras:
+            return None
         return self.zeros / self.finite if self.finite else math.nan
 
     @property
@@ -397,8 +420,8 @@ class TensorStats:
     def to_dict(self) -> dict:
         """JSON-ready values: non-finite floats become None so that every JSON reader accepts them."""
 
-        def num(v: float) -> float | None:
-            return v if math.isfinite(v) else None
+        def num(v: float | None) -> float | None:
+            return v if v is not None and math.isfinite(v) else None
 
         return {
             "count": self.count, "min": num(self.min), "max": num(self.max), "mean": num(self.mean),

@@ -191,13 +191,14 @@ class GraphRunner(Runner):
 
     def probe(self, refs: list[TensorRef], feeds: dict[str, np.ndarray], *, stats: bool = True, shapes: bool = True,
               raw: bool | set[str] = False, nonfinite: str = "deferred", model: onnx.ModelProto | None = None,
-              key=None, outputs: bool = True, check: bool = True) -> ProbeResult:
+              key=None, outputs: bool = True, check: bool = True, extras: bool = True) -> ProbeResult:
         """The one run sequence: expose ``refs`` in (a copy of) ``model`` (default: the runner's), run
         once, read the statistics, shapes and raw values back (``run_plan``). ``raw``: all refs, or a set
         of names. ``outputs``: also return the model's own outputs. ``key``: reuse the probed copy and its
         compiled form made under the same key (the debugger's repeated runs, a dataset's batches). ``check``:
         the runtime's notes on the statistics (``check_statistics``; not for the masked rerun of some of
-        them, which the first run's check covers)."""
+        them, which the first run's check covers). ``extras`` False: the block form leaves out Σ|x| and the
+        zero count (``graph.expose``; its own plan, in memory and in the disk cache)."""
         base = model if model is not None else self.model
         in_graph = [r for r in refs if r.kind == "node"]
         shapes_now: dict | None = {k: tuple(np.shape(v)) for k, v in feeds.items()}
@@ -210,9 +211,11 @@ class GraphRunner(Runner):
             # graph.stats_nodes.block_size) may not fit another: feeds of varying shapes under one key (a
             # dataset's batches) get one plan made for any shape, kept under a key of its own
             key, shapes_now = (key, "any shape"), None
+        if key is not None and not extras:
+            key = (key, "light")  # a plan without Σ|x| never serves a call that wants them, nor the reverse
         plan = self._plan(base, in_graph, key, shapes_now,
                           stats=stats, shapes=shapes, raw=raw, nonfinite=nonfinite, small=SMALL_ON_HOST,
-                          count_from_shape=True)
+                          count_from_shape=True, extras=extras)
         return self.run_plan(plan, feeds, host_refs=[r for r in refs if r.kind != "node"], stats=stats, shapes=shapes,
                              raw=raw, key=key, outputs=outputs, order=[r.key for r in refs], rerun=nonfinite == "deferred",
                              check=check)
@@ -259,7 +262,8 @@ class GraphRunner(Runner):
                 try:
                     return self.probe([replace(p.ref, shape=None) if p.ref.name in laid else p.ref for p in plan.probes]
                                       + list(host_refs), feeds, stats=stats, shapes=shapes, raw=raw,
-                                      model=without_shapes(base, laid), outputs=outputs, check=check)
+                                      model=without_shapes(base, laid), outputs=outputs, check=check,
+                                      extras=all(p.stats_extras for p in plan.probes))
                 finally:
                     self._unlaying = False
             raise err from e

@@ -85,9 +85,10 @@ class HostStatsRunner(GraphRunner):
 
     def probe(self, refs: list[TensorRef], feeds: dict[str, np.ndarray], *, stats: bool = True, shapes: bool = True,
               raw: bool | set[str] = False, nonfinite: str = "deferred", model: onnx.ModelProto | None = None,
-              key=None, outputs: bool = True, check: bool = True) -> ProbeResult:
+              key=None, outputs: bool = True, check: bool = True, extras: bool = True) -> ProbeResult:
         """The statistics (computed on the runtime's buffers), shapes and, with ``raw``, values of ``refs``,
-        fetched in as many runs as the memory budget needs. Tensors the runtime cannot observe get no
+        fetched in as many runs as the memory budget needs (``extras`` is taken and ignored: statistics on
+        the host always have abs_mean and zero_fraction). Tensors the runtime cannot observe get no
         statistics and are listed, with the reason, in ``result.unobserved`` and the notes."""
         base = model if model is not None else self.model
         want_raw = (lambda n: n in raw) if isinstance(raw, set) else (lambda n: bool(raw))

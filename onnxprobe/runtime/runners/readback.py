@@ -22,8 +22,8 @@ def read_probes(probes: list[Probe], out: dict, host_stats: bool = False) -> tup
     stats, shapes, arrays = {}, {}, {}
     # per-block summaries (the shape's size, checked by the graph's Reshape), merged for all tensors at once
     blocked = [k for k, p in enumerate(probes) if p.stats_output and p.stats_block]
-    merged = dict(zip(blocked, TensorStats.from_many_blocks([(out[probes[k].stats_output], probes[k].stats_block)
-                                                             for k in blocked])))
+    merged = dict(zip(blocked, TensorStats.from_many_blocks([(out[probes[k].stats_output], probes[k].stats_block,
+                                                              probes[k].stats_extras) for k in blocked])))
     for k, p in enumerate(probes):
         name = p.ref.key
         if p.shape_output and p.shape_output in out:
