@@ -13,6 +13,22 @@ from onnxprobe.cli.options import (
 from onnxprobe.cli.output import check_outputs, emit, notes, require_html, write_html, write_pictures, wrote
 
 
+# what the light statistics leave out (api.layers(extras=False)): the keys JSON rows name them by
+EXTRA_STATS = ("abs_mean", "zero_fraction")
+
+
+def light_stats(json_, html, dataset: bool, view) -> bool:
+    """Whether this ``layers`` run may leave out Σ|x| and the zero count (``api.layers(extras=False)``): only
+    where nothing it writes shows abs_mean or zero_fraction. --json (the full dict) and --html (which embeds
+    it) show them; a dataset run (--inputs-dir, --inputs-from) keeps full statistics for its moments and
+    merge-stats; --columns could only name them if the table had such columns (it has not: refused, but
+    checked here should one be added). The table in every --format (csv and json rows hold the table's
+    columns and status), --overlay and --netron (max |x|, min, max, mean, std, NaN, Inf, percentiles),
+    --save (raw values) and --profile (kernel times) do not."""
+    named = {k.strip().lower() for k in view.columns}
+    return json_ is None and html is None and not dataset and not named.intersection(EXTRA_STATS)
+
+
 @handle_errors
 def layers(
     model: ModelArg,
@@ -113,7 +129,8 @@ def layers(
         data = dataset_dict(res)
     else:
         with Progress(f"probing {model.name}") as progress, writing_as("--save"):  # its file, as tensors come
-            res = api.layers(model, selection, config, spec, save_to=save, max_memory=budget, progress=progress.update, **rt)
+            res = api.layers(model, selection, config, spec, save_to=save, max_memory=budget, progress=progress.update,
+                             extras=not light_stats(json_, html, dataset, view), **rt)
         notes(res.notes + res.plan.warnings)
         wrote(save, "the probed tensors")
         data = layers_dict(res)
