@@ -169,13 +169,17 @@ def _json_rows(out: str) -> dict:
     return {t["name"]: t for t in json.loads(out)["tensors"]}
 
 
-def test_cli_table_is_light_and_json_is_full(chain):
+def test_cli_table_is_light_and_json_is_full(chain, monkeypatch):
     p, x, values = chain
-    table = runner.invoke(app, ["layers", str(p), "--all", "--input", f"x={x}", "--no-cache"])
-    assert table.exit_code == 0, table.output
-    assert "t3" in table.output
+    asked, layers = [], api.layers
+    monkeypatch.setattr(api, "layers", lambda *a, **k: asked.append(k.get("extras", True)) or layers(*a, **k))
+    for fmt in ("table", "markdown", "csv", "json"):
+        table = runner.invoke(app, ["layers", str(p), "--all", "--input", f"x={x}", "--no-cache", "--format", fmt])
+        assert table.exit_code == 0, table.output
+        assert "t3" in table.output and "abs_mean" not in table.output
     got = runner.invoke(app, ["layers", str(p), "--all", "--input", f"x={x}", "--no-cache", "--json", "-"])
     assert got.exit_code == 0, got.output
+    assert asked == [False, False, False, False, True]
     rows = _json_rows(got.stdout)
     for name, v in values.items():
         want = np.abs(v.astype(np.float64)).mean()
