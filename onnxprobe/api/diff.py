@@ -273,6 +273,7 @@ def diff(
     fp32_sensitivity: int = 0,
     fuse: bool = True,
     profile: bool = False,
+    extras: bool = True,
 ) -> DiffResult:
     """Compare model A against a reference B: another model, the same model on another device or
     optimisation level, onnx.reference, or saved activations (an ``.npz`` path or a dict of arrays keyed
@@ -281,14 +282,17 @@ def diff(
     ``fuse`` (two models on onnxruntime with the same settings): both in one graph and one run, the
     metrics and introduced error computed in the graph (float32 partial sums added in float64); False:
     separate runs, the tensors measured on the host in float64. ``profile``: time the one run with
-    onnxruntime's profiler (``result.profile``, each result's ``kernel_ms``).
+    onnxruntime's profiler (``result.profile``, each result's ``kernel_ms``). ``extras=False``: the one run
+    (``fuse``) computes no max relative error nor mean |a-b| (three passes over every tensor fewer), and
+    each result's ``metrics.max_rel`` and ``mean_abs`` are None; kept where a criterion judges by one, and
+    measured as ever by a diff in separate runs (another runtime or device, ``vs_torch``, ``fuse=False``).
 
     ``runtime`` runs A (and a model B): ``ort`` (default), ``openvino``, ``tensorrt`` or ``reference``;
     ``vs_runtime`` compares the model with itself on another runtime (on ``vs_device``, that runtime's
     device, when given; ``vs_reference`` is ``vs_runtime="reference"``). ``runtime_options``: settings of
     the runtimes that take them (``{"INFERENCE_PRECISION_HINT": "f16"}``; ``"openvino:KEY"`` for one)."""
     check_map(user_map)
-    check_switches("diff", vs_reference=vs_reference, introduced=introduced, fuse=fuse, profile=profile)
+    check_switches("diff", vs_reference=vs_reference, introduced=introduced, fuse=fuse, profile=profile, extras=extras)
     if not isinstance(fp32_sensitivity, int) or isinstance(fp32_sensitivity, bool):
         raise UsageError(f"fp32_sensitivity: expected a number of layers (an int), got {type(fp32_sensitivity).__name__}")
     if fp32_sensitivity < 0:
@@ -328,7 +332,7 @@ def diff(
         saved_notes[:0] = _same_run_note(side_a, side_b, vs_runtime, vs_device, vs_opt_level)
         check_selects(side_a.model.proto, side_b.model.proto, selection or Selection())
         res = _diff(side_a, side_b, fs.values, selection or Selection(), tolerance, per_tensor, user_map,
-                    introduced, max_memory=max_memory, progress=progress, fuse=fuse, profile=profile)
+                    introduced, max_memory=max_memory, progress=progress, fuse=fuse, profile=profile, extras=extras)
     except ExecutionError as e:
         raise fs.explained(e) from e
     # what reading A and B as onnxruntime runs them changed (a domain imported twice, a weight listed twice), by side

@@ -73,6 +73,16 @@ def default_tolerance(a: Side, b: Side) -> Tolerance:
     return Tolerance(why="the default for float models", default=True)
 
 
+# the metrics a light diff leaves out (``api.diff(extras=False)``: ``graph.pair_nodes.EXTRAS`` in the one run)
+EXTRA_METRICS = ("max_rel", "mean_abs")
+
+
+def judged_by_extras(tolerance: Tolerance, per_tensor: dict[str, Tolerance] | None) -> bool:
+    """Whether a pair's criterion (the whole-model one, or a per-tensor one) judges by a metric a light diff
+    leaves out: then it keeps them (a verdict is never made without its number)."""
+    return any(t.metric in EXTRA_METRICS for t in [tolerance, *(per_tensor or {}).values()])
+
+
 def gradient_tolerance(a: Side, b: Side) -> Tolerance:
     """``diff --grad``'s default: ``default_tolerance``'s, where that is allclose, with its atol a fraction of
     each gradient's own max|b| (at least 1e-2 of the run's largest: ``Tolerance.at_scale``),

@@ -7,11 +7,12 @@ compared nothing, or in which a model output has no counterpart, does not pass (
 
 from __future__ import annotations
 
+from dataclasses import replace
 
 import numpy as np
 
-from onnxprobe.compare.criteria import (check_feed_shapes, check_same_inputs, default_tolerance, float_note, half, measured_label,
-                                        one_model, stored_weights_note, unread_note)
+from onnxprobe.compare.criteria import (check_feed_shapes, check_same_inputs, default_tolerance, float_note, half, judged_by_extras,
+                                        measured_label, one_model, stored_weights_note, unread_note)
 from onnxprobe.compare.fused import fusable
 from onnxprobe.compare.introduced import exact_inputs, quantized_b_note
 from onnxprobe.compare.measure import DiffPlan, Measured, measure
@@ -106,10 +107,13 @@ def _one_rule_per_pair(per_tensor: dict | None, matching) -> None:
 def prepare(a: Side, b: Side, selection: Selection, tolerance: Tolerance | None,
             per_tensor: dict[str, Tolerance] | None = None, user_map: dict[str, str] | None = None,
             introduced: bool = True, max_memory: int | None = None, device_metrics: bool | None = None,
-            reject=None, pair=None, fuse: bool = True, profile: bool = False, input_shapes: dict | None = None) -> DiffPlan:
+            reject=None, pair=None, fuse: bool = True, profile: bool = False, input_shapes: dict | None = None,
+            extras: bool = True) -> DiffPlan:
     """What is compared, the same for every input: the matching, the pairs the selection reports, the
     criterion, how the pairs are measured (``diff`` explains the arguments; ``input_shapes``: the feeds'
-    shapes, which tell the shapes of tensors the models leave undeclared: ``match.concrete``)."""
+    shapes, which tell the shapes of tensors the models leave undeclared: ``match.concrete``). ``extras``
+    False: the max relative error and mean |a-b| are left out (None) of a one-run diff (``compare.fused``),
+    unless a criterion judges by one; a diff in separate runs measures them as ever."""
     default = default_tolerance(a, b)
     tolerance = tolerance.over(default) if tolerance else default
     # a per-tensor rule takes what it leaves out from this comparison's default, as the whole-model one does
@@ -155,14 +159,15 @@ def prepare(a: Side, b: Side, selection: Selection, tolerance: Tolerance | None,
     return DiffPlan(a, b, tolerance, per_tensor, matching, report, sel_b, by_b, with_cones,
                     introduced and not with_cones and b.runner.replays, why_not is None, max_memory, device_metrics,
                     notes + told, profile=profile and why_not is None, selected_a=sel_a, floats=floats,
-                    unordered=unordered)
+                    unordered=unordered,
+                    extras=extras or judged_by_extras(tolerance, per_tensor) or why_not is not None)
 
 
 def diff(a: Side, b: Side, feeds: dict[str, np.ndarray], selection: Selection, tolerance: Tolerance | None,
          per_tensor: dict[str, Tolerance] | None = None, user_map: dict[str, str] | None = None,
          introduced: bool = True, max_memory: int | None = None, progress=None,
          device_metrics: bool | None = None, reject=None, pair=None, fuse: bool = True,
-         profile: bool = False) -> DiffResult:
+         profile: bool = False, extras: bool = True) -> DiffResult:
     """Pairs are measured in chunks: each chunk runs both sides exposing only its own tensors (and the
     A values that its introduced-error cones start from), so at most ``max_memory`` bytes of raw tensors
     are alive at once (default: a quarter of the available memory). Tensors produced on a GPU stay
@@ -176,9 +181,11 @@ def diff(a: Side, b: Side, feeds: dict[str, np.ndarray], selection: Selection, t
     ``fuse``: when both sides are onnxruntime with the same settings, measure everything in one run of
     both models in one graph, metrics and introduced error computed there (``compare.fused``); only the
     pairs it hands back go through the chunked runs (``compare.measure``). ``profile``: time that run under
-    onnxruntime's profiler too (each pair gets its producers' kernel times; needs the one-run diff)."""
+    onnxruntime's profiler too (each pair gets its producers' kernel times; needs the one-run diff).
+    ``extras`` False: no max relative error nor mean |a-b| (None; ``prepare``), which the one run then
+    does not compute."""
     plan = prepare(a, b, selection, tolerance, per_tensor, user_map, introduced, max_memory, device_metrics, reject,
-                   pair, fuse, profile, {k: tuple(np.shape(v)) for k, v in feeds.items()})
+                   pair, fuse, profile, {k: tuple(np.shape(v)) for k, v in feeds.items()}, extras)
     if a.runner.takes_feeds and b.runner.takes_feeds:  # no shared feed: each runner feeds them zeros (``feeds.fed``)
         unread = {n for u in unread_extras(a.model.proto, b.model.proto) for n in u}
         feeds = {k: v for k, v in feeds.items() if k not in unread}
@@ -193,6 +200,8 @@ def finish(plan: DiffPlan, measured: dict[int, Measured], labels: list[str] | No
     # each measured pair's metrics, once: a rule relative to the run's scale reads them all before judging any
     metrics = {k: m.sums.metrics(plan.rtol_of(plan.report[k])) for k, m in measured.items()
                if k < len(plan.report) and m.problem is None and m.sums is not None and m.sums.samples}
+    if not plan.extras:  # not measured by the one run's rows (read as 0 there): None, for every pair alike
+        metrics = {k: replace(m, max_rel=None, mean_abs=None) for k, m in metrics.items()}
     scaled = _at_scale(plan, metrics)
     for k, p in enumerate(plan.report):
         tol = scaled(plan.tolerance_of(p))

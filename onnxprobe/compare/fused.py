@@ -67,6 +67,7 @@ class FusedGraph:
     raw: dict = field(default_factory=dict)  # pair -> [A's, B's(, B's recomputed)] merged names: small, summed on the host
     weights: dict = field(default_factory=dict)  # the merged graph's stubs -> A's and B's own weights (not copied)
     notes: list = field(default_factory=list)  # what the report should say about the build
+    extras: bool = True  # the pairs' rows hold the max relative error and Σ|a-b| (``pair_nodes.EXTRAS``)
 
 
 def fusable(a: Side, b: Side) -> str | None:
@@ -86,13 +87,15 @@ def _float32(t: onnx.TypeProto | None) -> bool:
 
 
 def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, introduced: bool,
-          input_shapes: dict | None = None, skip: frozenset[int] = frozenset()) -> FusedGraph:
+          input_shapes: dict | None = None, skip: frozenset[int] = frozenset(), extras: bool = True) -> FusedGraph:
     """The merged graph that measures ``report`` in one run. ``by_b``: B probe -> its pair, for every
     float pair of the matching (cones stop at those tensors); ``rtol_of(pair)``: the rtol of the pair's
     criterion. Pairs of small tensors for ``input_shapes`` (``runners.base.SMALL_ON_HOST``) leave the run
     as they are and are summed on the host (float64, any dtype), instead of ~35 metric nodes per pair.
     ``skip``: pairs (positions in ``report``) whose shapes differ at run time: left out of the graph, and
-    no cone reads A's value of them in place of B's. Raises NotMergeable when the models cannot share a graph."""
+    no cone reads A's value of them in place of B's. ``extras`` False: the pairs' rows leave out the max
+    relative error and Σ|a-b| (``pair_nodes.EXTRAS``; read as 0, which the caller does not report). Raises
+    NotMergeable when the models cannot share a graph."""
     # both graphs without their big weights: the merged graph's stubs read A's and B's own (``weights``),
     # so two 1 GB models are not copied into a 2 GB third one (nor serialised) to be compared
     merged, aname, bname = side_by_side(skeleton(a.runner.model, constants=True), skeleton(b.runner.model, constants=True),
@@ -132,14 +135,15 @@ def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, 
             if scales.get(n.input[1]) == TensorProto.FLOAT:
                 types[n.output[0]] = onnx.helper.make_tensor_type_proto(TensorProto.FLOAT, None)
 
-    def row(x: str, y: str, shape, rtol: float, base: str, name: str, light: bool = False) -> list[str]:
+    def row(x: str, y: str, shape, rtol: float, base: str, name: str, light: bool = False, full: bool = True) -> list[str]:
         """The pair's three outputs (``PairBuilder.pair_row``), named ``name``.max / .arg / .sum."""
         if not (_float32(types.get(x)) and _float32(types.get(y))) or shape is None:
             return []
         # for these input shapes (folded ones too: a wrong one costs precision, never the run): the sums' length
         dims = concrete.get(x) or concrete.get(y) or folded.get(x) or folded.get(y)
         return [_named(g, t, f"{name}.{tag}") for t, tag in
-                zip(pb.pair_row(x, y, tuple(shape), rtol, base, light, tuple(dims) if dims else None), ("max", "arg", "sum"))]
+                zip(pb.pair_row(x, y, tuple(shape), rtol, base, light, tuple(dims) if dims else None, full),
+                                   ("max", "arg", "sum"))]
 
     def planned(k: int) -> tuple:
         p = report[k]
@@ -169,7 +173,7 @@ def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, 
             outputs += [t for t in raw[k] if t not in listed]
             listed.update(raw[k])
             continue
-        r = row(x, y, shape, rtol_of(p), f"onnxprobe.pair{k}", f"{ROW_PREFIX}{k}")
+        r = row(x, y, shape, rtol_of(p), f"onnxprobe.pair{k}", f"{ROW_PREFIX}{k}", full=extras)
         if not r:  # not float32, no static rank: measured on the host
             continue
         outputs += r + [_named(g, pb.node("Shape", [x], f"onnxprobe.pair{k}.shape_a"), f"{SHAPE_PREFIX}{k}a"),
@@ -182,11 +186,11 @@ def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, 
                 if ri:
                     outputs += ri + [_named(g, pb.node("Shape", [c], f"onnxprobe.intro{k}.shape"), f"{SHAPE_PREFIX}{k}i")]
     if not outputs:
-        return FusedGraph(None, [], aname, bname, notes=notes)
+        return FusedGraph(None, [], aname, bname, notes=notes, extras=extras)
     interleave(g, original)
     del g.output[:]
     g.output.extend(onnx.ValueInfoProto(name=o) for o in outputs)
-    return FusedGraph(merged, outputs, aname, bname, raw, weights, notes)
+    return FusedGraph(merged, outputs, aname, bname, raw, weights, notes, extras)
 
 
 def merged_weights(a: Side, b: Side) -> dict:
@@ -196,35 +200,40 @@ def merged_weights(a: Side, b: Side) -> dict:
 
 
 def build_cached(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, introduced: bool,
-                 input_shapes: dict | None = None, skip: frozenset[int] = frozenset()) -> FusedGraph:
+                 input_shapes: dict | None = None, skip: frozenset[int] = frozenset(), extras: bool = True) -> FusedGraph:
     """``build``, or what it built before for the same two models (their skeletons: graphs, small
     constants, the dequantizations onnxprobe added), pairs, criteria and introduced flag, from the disk
     cache of ``runtime.plan_cache`` (``--no-cache`` skips it): the second diff of a pair of models does not
-    build the merged graph again (on PP-OCRv4 det, 1.9 s of 9)."""
+    build the merged graph again (on PP-OCRv4 det, 1.9 s of 9). A graph without ``extras`` has a key of
+    its own (a full request is never served one)."""
     if not plan_cache.enabled(a.runner.config.cache and b.runner.config.cache):
-        return build(a, b, report, by_b, rtol_of, introduced, input_shapes, skip)
+        return build(a, b, report, by_b, rtol_of, introduced, input_shapes, skip, extras)
     ma, mb = a.runner.model, b.runner.model
     k = plan_cache.key_of({"fused": [plan_cache.structure(ma), plan_cache.structure(mb)], "introduced": introduced,
                            "pairs": [[p.a.probe, p.b.probe, p.b.kind, rtol_of(p)] for p in report],
                            "known": sorted([x, q.a.probe] for x, q in by_b.items()), "small": list(base_runner.SMALL_PAIRS_ON_HOST),
-                           "inputs": {n: list(v) for n, v in sorted((input_shapes or {}).items())}, "skip": sorted(skip)})
+                           "inputs": {n: list(v) for n, v in sorted((input_shapes or {}).items())}, "skip": sorted(skip),
+                           **({} if extras else {"extras": False})})  # a full graph's key as before extras
     weights = merged_weights(a, b)
     hit = plan_cache.load_entry(k, weights, restore=False)
-    got = _from_entry(hit, len(report), weights) if hit is not None and hit[1].get("kind") == "fused" else None
+    got = _from_entry(hit, len(report), weights, extras) if hit is not None and hit[1].get("kind") == "fused" else None
     if got is not None:
         return got
-    fg = build(a, b, report, by_b, rtol_of, introduced, input_shapes, skip)
+    fg = build(a, b, report, by_b, rtol_of, introduced, input_shapes, skip, extras)
     if fg.model is not None:
         plan_cache.store_entry(k, fg.model, {"kind": "fused", "outputs": fg.outputs, "aname": fg.aname,
-                                             "bname": fg.bname, "raw": fg.raw, "notes": fg.notes})
+                                             "bname": fg.bname, "raw": fg.raw, "notes": fg.notes,
+                                             **({} if extras else {"extras": False})})
     return fg
 
 
-def _from_entry(hit, pairs: int, weights: dict) -> FusedGraph | None:
+def _from_entry(hit, pairs: int, weights: dict, extras: bool = True) -> FusedGraph | None:
     """The FusedGraph of a cache entry, or None (a miss) when the entry is not one ``build_cached`` could
     have written for ``pairs`` pairs: a damaged or edited entry is rebuilt, not a KeyError at the run."""
     model, meta = hit
     outputs, aname, bname, raw, notes = (meta.get(f) for f in ("outputs", "aname", "bname", "raw", "notes"))
+    if meta.get("extras", True) is not extras:  # rows of another layout than the reader expects
+        return None
     names = {o.name for o in model.graph.output}
     if not (plan_cache.strings(outputs) and set(outputs) <= names and plan_cache.strings(notes or [])
             and all(isinstance(m, dict) and all(isinstance(x, str) and isinstance(y, str) for x, y in m.items())
@@ -232,7 +241,7 @@ def _from_entry(hit, pairs: int, weights: dict) -> FusedGraph | None:
             and isinstance(raw, dict) and all(q.isascii() and q.isdigit() and int(q) < pairs and plan_cache.strings(v) and 2 <= len(v) <= 3
                                               and set(v) <= names for q, v in raw.items())):
         return None
-    return FusedGraph(model, outputs, aname, bname, {int(q): v for q, v in raw.items()}, weights, notes or [])
+    return FusedGraph(model, outputs, aname, bname, {int(q): v for q, v in raw.items()}, weights, notes or [], extras)
 
 
 SUBNORMAL_SQUARES = 1e-30  # a largest square below this: float32 sums of squares lose digits (host float64)
@@ -248,7 +257,7 @@ def run(a: Side, fg: FusedGraph, feeds: dict, report: list[Pair], sample: int = 
     out = Fused()
     if fg.model is not None:
         got, _ = a.any_runner.execute(fg.model, feeds, fg.outputs, key=key, weights=fg.weights)
-        _read(got, report, sample, out, tolerance_of)
+        _read(got, report, sample, out, tolerance_of, fg.extras)
         _read_raw(got, fg.raw, report, sample, out, rtol_of or (lambda p: 0.0))
     return out
 
@@ -370,9 +379,9 @@ def _cone_output(g, pb: PairBuilder, target: str, k: int, known: dict[str, str],
     return prefix + target
 
 
-def _read(got: dict, report: list[Pair], sample: int, out: Fused, tolerance_of=None) -> None:
+def _read(got: dict, report: list[Pair], sample: int, out: Fused, tolerance_of=None, extras: bool = True) -> None:
     for k in range(len(report)):
-        r = _row(got, f"{ROW_PREFIX}{k}")
+        r = _row(got, f"{ROW_PREFIX}{k}", extras=extras)
         if r is None:
             continue
         sa, sb = (tuple(int(d) for d in got[f"{SHAPE_PREFIX}{k}{s}"]) for s in "ab")
@@ -393,14 +402,17 @@ def _read(got: dict, report: list[Pair], sample: int, out: Fused, tolerance_of=N
                 out.introduced[k] = mi
 
 
-def _row(got: dict, name: str, aa: float | None = None, light: bool = False) -> dict | None:
+def _row(got: dict, name: str, aa: float | None = None, light: bool = False, extras: bool = True) -> dict | None:
     """A pair's three outputs (``PairBuilder.pair_row``) as {PAIR_ROW name: value}; ``aa``: Σa² when
     the row left it to an earlier one; ``light``: an introduced error's row (max |d| its only maximum,
-    the others left at 0: ``PairSums.one`` ignores them)."""
+    the others left at 0: ``PairSums.one`` ignores them); ``extras`` False: a row without the max
+    relative error and Σ|d| (``EXTRAS``), read as 0 (``compare.diff.finish`` reports them as None)."""
     if f"{name}.max" not in got:
         return None
     sums = np.asarray(got[f"{name}.sum"], np.float64).reshape(-1).tolist()
     maxima = np.asarray(got[f"{name}.max"], np.float64).reshape(-1).tolist()
+    if not extras and not light:
+        maxima, sums = maxima + [0.0], [0.0] + sums  # max_rel is the last maximum, sum_abs the first sum
     v = dict(zip(MAXIMA, maxima + [0.0] * (len(MAXIMA) - 1) if light else maxima))
     v.update(zip(SUMS, sums + ([aa] if len(sums) < len(SUMS) else [])))
     v["argmax"] = int(np.asarray(got[f"{name}.arg"]).reshape(-1)[0])

@@ -62,6 +62,9 @@ class DiffPlan:
     # measured on the host, both sides sorted along it (``compare.unordered``)
     unordered: dict[int, int] = field(default_factory=dict)
     ran_alone: bool = False  # with no pair to measure: each side's model ran once on its own (``measure``)
+    # the max relative error and mean |a-b| are reported (False: the one-run graph leaves them out and
+    # ``compare.diff.finish`` reports None for them: ``compare.diff.prepare``)
+    extras: bool = True
 
     def tolerance_of(self, p: Pair) -> Tolerance:
         per = self.per_tensor or {}
@@ -194,7 +197,7 @@ def _fused(plan: DiffPlan, feeds: dict, sample: int, key):
             try:
                 plan.fused = build_cached(plan.a, plan.b, plan.report, plan.by_b, plan.rtol_of, plan.with_cones,
                                           plan.input_shapes or {n: tuple(np.shape(v)) for n, v in feeds.items()},
-                                          frozenset(plan.skip | set(plan.unordered)))
+                                          frozenset(plan.skip | set(plan.unordered)), plan.extras)
             except NotMergeable as e:  # measured in separate runs: said, as the JSON's in_graph 0 is not explained
                 if plan.profile:  # nothing has run yet: --profile has no one run to time (as --separate-runs)
                     apart = str(e)

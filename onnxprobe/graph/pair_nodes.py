@@ -14,6 +14,8 @@ non-finite Σd², Σa² or Σb²: the caller measures that pair on the host inst
 
 An introduced error's row (``light``) leaves out |b| and the three maxima that need it (max |b|, the
 allclose excess, max relative error: ``stats.metrics.IntroducedError``): its maxima output is max |d| alone.
+A pair's row without ``extras`` (a report that shows neither, ``api.diff(extras=False)``) leaves out the
+max relative error and Σ|d| (``EXTRAS``): maxima [3], sums without Σ|d| (three passes over the tensor fewer).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from onnxprobe.types import element_count
 
 PAIR_ROW = ("max_abs", "b_absmax", "excess", "max_rel", "argmax", "sum_abs", "dd", "bb", "aa")
 MAXIMA, SUMS = PAIR_ROW[:4], PAIR_ROW[5:]  # the float32 [4, 1...] and float64 [3 or 4] outputs; argmax is int64 [1]
+EXTRAS = ("max_rel", "sum_abs")  # what a row without extras leaves out: the last maximum, the first sum
 
 
 class PairBuilder(StatsBuilder):
@@ -34,7 +37,7 @@ class PairBuilder(StatsBuilder):
         self._summed: set[str] = set()  # tensors whose Σa² an earlier row summed
 
     def pair_row(self, a: str, b: str, shape: tuple, rtol: float, base: str, light: bool = False,
-                 sizes: tuple | None = None) -> tuple[str, str, str]:
+                 sizes: tuple | None = None, extras: bool = True) -> tuple[str, str, str]:
         """The pair (a, b), float32 tensors of the static rank of ``shape``, reduced to three outputs:
         the maxima (``MAXIMA``, float32 [4]), the flat argmax of |a - b| (int64 [1]) and the float64
         sums (``SUMS``; without Σa² when an earlier row of the same ``a`` summed it: the layer's tensor,
@@ -43,7 +46,8 @@ class PairBuilder(StatsBuilder):
         allclose excess (it is max |d|). ``light``: an introduced error's row, whose maxima output is
         max |d| alone (the module doc): eight passes over the tensor fewer. ``sizes``: the concrete shape
         for the input shapes the graph is built for, where ``shape`` has symbolic dims: it tells the
-        partial sums' length (float32 up to BLOCK_MAX elements, else float64), never their axes."""
+        partial sums' length (float32 up to BLOCK_MAX elements, else float64), never their axes. ``extras``
+        False (not with ``light``): no max relative error nor Σ|d| (``EXTRAS``, the module doc)."""
         flat = self.const(np.array([-1], np.int64))
         key = a
         if not shape:  # scalars: as [1]
@@ -64,7 +68,8 @@ class PairBuilder(StatsBuilder):
         argmax = self.node("ArgMax", [ad_arg], f"{base}.argmax", axis=0, keepdims=1)
         # max |d| read at its argmax: one element, where a ReduceMax is one more pass over the tensor
         max_abs = self.node("Gather", [ad_arg, argmax], f"{base}.max_abs", axis=0)
-        terms = [("ReduceSum", ad, "sum_abs"), ("ReduceSumSquare", d, "dd"), ("ReduceSumSquare", b, "bb")]
+        terms = [("ReduceSum", ad, "sum_abs")] if extras or light else []
+        terms += [("ReduceSumSquare", d, "dd"), ("ReduceSumSquare", b, "bb")]
         if key not in self._summed:
             terms.append(("ReduceSumSquare", a, "aa"))
             self._summed.add(key)
@@ -76,6 +81,8 @@ class PairBuilder(StatsBuilder):
         b_absmax = self.red("ReduceMax", absb, f"{base}.b_absmax", keepdims=1)
         excess = (self.red("ReduceMax", self.node("Sub", [ad_flat, self.node("Mul", [absb, self.f32(rtol)], f"{base}.rtol_b")],
                                                   f"{base}.excess_el"), f"{base}.excess", keepdims=1) if rtol else max_abs)
+        if not extras:
+            return self.node("Concat", [max_abs, b_absmax, excess], f"{base}.maxima", axis=0), argmax, sums
         rel = self.node("Div", [ad_flat, self.node("Max", [absb, self.f32(REL_TINY)], f"{base}.absb_tiny")], f"{base}.rel")
         max_rel = self.red("ReduceMax", rel, f"{base}.max_rel", keepdims=1)
         maxima = self.node("Concat", [max_abs, b_absmax, excess, max_rel], f"{base}.maxima", axis=0)

@@ -59,8 +59,8 @@ class PairMetrics:
     over ``count`` finite pairs of elements."""
 
     max_abs: float
-    mean_abs: float
-    max_rel: float
+    mean_abs: float | None  # None (and max_rel): not measured, a light diff's (``api.diff(extras=False)``)
+    max_rel: float | None
     rmse: float
     cosine: float
     sqnr_db: float
@@ -74,10 +74,10 @@ class PairMetrics:
     nonfinite_same: int | None = None  # positions NaN/Inf on both sides alike (left out); None: not known
 
     def to_dict(self) -> dict:
-        def f(v: float) -> float | str | None:
-            """null: nothing measured; a value past float64's range (a - b overflowing), or max_rel's inf where b is
+        def f(v: float | None) -> float | str | None:
+            """null: nothing measured (or not this metric: a light diff's); a value past float64's range (a - b overflowing), or max_rel's inf where b is
             0 and a is not (the module doc), said as ``text.json_word`` says it ("inf", "nan"), as the SQNR's -inf."""
-            return json_word(float(v)) if self.count else None
+            return json_word(float(v)) if self.count and v is not None else None
 
         return {"max_abs": f(self.max_abs), "mean_abs": f(self.mean_abs), "max_rel": f(self.max_rel), "rmse": f(self.rmse),
                 "cosine": f(self.cosine), "sqnr_db": json_sqnr(self.sqnr_db, self.count, self.exact), "exact": self.exact,
@@ -102,7 +102,7 @@ class IntroducedError:
     allclose excess or max relative error (they would cost the one-run diff eight more passes over every
     tensor, for numbers no verdict reads)."""
     max_abs: float
-    mean_abs: float
+    mean_abs: float | None  # None: of a light diff's pair (PairMetrics.mean_abs)
     rmse: float
     cosine: float
     sqnr_db: float
