@@ -25,6 +25,20 @@ DiffAllOpt = Annotated[bool, typer.Option("--all", help="Compare every node outp
                                           "(tensors inside Loop/Scan bodies are not compared; a note lists them).",
                                           rich_help_panel="Selection")]
 
+# what a light diff leaves out (api.diff(extras=False); compare.criteria.EXTRA_METRICS): the keys rows name them by
+EXTRA_METRICS = ("max_rel", "mean_abs")
+
+
+def light_metrics(json_, html, netron, view) -> bool:
+    """Whether this one-input ``diff`` may leave out the max relative error and mean |a-b|
+    (``api.diff(extras=False)``): only where nothing it writes shows them. --json (the full dict), --html
+    (which embeds it) and --netron (every metric of a row) show them, as does --columns naming one; the
+    table in every --format (csv and json rows hold the table's columns), --overlay (SQNR) and --profile do
+    not. A criterion that judges by one keeps them (``compare.diff.prepare``); a dataset diff keeps them
+    all (its pooled sums)."""
+    named = {k.strip().lower() for k in view.columns}
+    return json_ is None and html is None and netron is None and not named.intersection(EXTRA_METRICS)
+
 
 @handle_errors
 def diff(
@@ -198,7 +212,7 @@ def diff(
                            config=api.RunConfig(device=device, opt_level=opt_level or "off", cache=not no_cache),
                            inputs=spec_in, tolerance=base, per_tensor=per, user_map=user_map, max_memory=max_mem,
                            progress=progress.update, fp32_sensitivity=fp32_sensitivity, fuse=not separate_runs,
-                           **({"profile": True} if profile else {}))
+                           extras=not light_metrics(json_, html, netron, view), **({"profile": True} if profile else {}))
     notes(res.notes)
     order = api.sort_results(res.results, sort)
     data = in_cli_words(diff_dict(res, order))  # the criterion and verdict in the command line's words (errors.said)
