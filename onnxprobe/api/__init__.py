@@ -62,11 +62,12 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
     from onnxprobe.api.grad_export import export_backward, export_plan, write_export
     from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradPlan, GradSpec, grad_plan, grad_spec
     from onnxprobe.api.inputs import (
-        Feeds, ModelInput, as_model, check_shape, check_value, input_spec, model_inputs, parse_dims, parse_input_files, parse_int_range,
-        parse_shape_overrides, parse_size, protect_inputs, read_array, read_inputs, read_map, read_npz, save_npz,
+        Feeds, ModelInput, as_model, check_shape, check_value, model_inputs, parse_dims, parse_input_files,
+        parse_shape_overrides, parse_size, read_array, read_inputs, read_map, read_npz, save_npz,
         GivenInputs, given_inputs,
         named_by_position, raw_batches, feed_digest, has_statistics,
     )
+    from onnxprobe.api.spec import input_spec, parse_int_range, protect_inputs
     from onnxprobe.api.pictures import (
         ExplorerIds, describe_inputs, diff_histograms, explorer_ids, grad_histograms, histogram_of, layers_histograms,
     )
@@ -79,7 +80,6 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
         DeviceUnavailable, ExecutionError, MissingExtra, ModelError, NoGradientRule, OnnxProbeError, UsageError,
     )
     from onnxprobe.graph.index import GraphIndex, NodeInfo, TensorInfo, attribute_text
-    from onnxprobe.graph.select import Selection
     from onnxprobe.runtime.ort import DEVICES, OPT_LEVELS, resolve_device
     from onnxprobe.runtime.ray_pool import Executor, RayOptions
     from onnxprobe.runtime.runners import RUNTIMES, ort_config, own_options, parse_runtime_options
@@ -87,7 +87,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
     from onnxprobe.stats.conditions import Condition, parse_condition
     from onnxprobe.stats.metrics import METRICS, IntroducedError, PairMetrics, Tolerance, tolerances_from_flags
     from onnxprobe.stats.tensor_stats import TensorStats
-    from onnxprobe.types import BACKWARD_TAG, GRAD_SUFFIX, InputSpec, ProbePlan, ProbeResult, RunConfig, RunInfo, TensorRef
+    from onnxprobe.types import BACKWARD_TAG, GRAD_SUFFIX, InputSpec, ProbePlan, ProbeResult, RunConfig, RunInfo, Selection, TensorRef
 
 
 # each public name and the module it lives in, imported on first use (PEP 562): a command pays only
@@ -107,10 +107,11 @@ _WHERE = {
     "onnxprobe.api.grad_export": "export_backward export_plan write_export",
     "onnxprobe.api.grad_plan": "GRAD_OPT_LEVEL GradPlan GradSpec grad_plan grad_spec",
     "onnxprobe.api.inputs": (
-        "Feeds ModelInput as_model check_shape check_value input_spec model_inputs parse_input_files "
-        "parse_dims parse_int_range parse_shape_overrides parse_size protect_inputs read_array read_inputs read_map "
+        "Feeds ModelInput as_model check_shape check_value model_inputs parse_input_files "
+        "parse_dims parse_shape_overrides parse_size read_array read_inputs read_map "
         "read_npz save_npz named_by_position raw_batches feed_digest has_statistics GivenInputs given_inputs"
     ),
+    "onnxprobe.api.spec": "input_spec parse_int_range protect_inputs",
     "onnxprobe.api.pictures": (
         "ExplorerIds describe_inputs diff_histograms explorer_ids "
         "grad_histograms histogram_of layers_histograms"
@@ -125,7 +126,6 @@ _WHERE = {
     "onnxprobe.compare.result": "SORTS DiffResult PairResult sort_results",
     "onnxprobe.errors": "DeviceUnavailable ExecutionError MissingExtra ModelError NoGradientRule OnnxProbeError UsageError",
     "onnxprobe.graph.index": "GraphIndex NodeInfo TensorInfo attribute_text",
-    "onnxprobe.graph.select": "Selection",
     "onnxprobe.runtime.ort": "DEVICES OPT_LEVELS resolve_device",
     "onnxprobe.runtime.ray_pool": "Executor RayOptions",
     "onnxprobe.runtime.runners": "RUNTIMES ort_config own_options parse_runtime_options",
@@ -133,7 +133,7 @@ _WHERE = {
     "onnxprobe.stats.metrics": "METRICS IntroducedError PairMetrics Tolerance tolerances_from_flags",
     "onnxprobe.stats.tensor_stats": "TensorStats",
     "onnxprobe.types": (
-        "BACKWARD_TAG GRAD_SUFFIX InputSpec ProbePlan ProbeResult RunConfig RunInfo "
+        "BACKWARD_TAG GRAD_SUFFIX InputSpec ProbePlan ProbeResult RunConfig RunInfo Selection "
         "TensorRef"
     ),
 }

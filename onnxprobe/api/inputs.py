@@ -12,17 +12,16 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple, Union
-from pathlib import Path
 
 import numpy as np
 import onnx
 
-from onnxprobe.errors import UsageError, error_about, setting_error, settings_error
+from onnxprobe.errors import UsageError, error_about, setting_error
 from onnxprobe.fileio import input_file, protect, read_bounded
 from onnxprobe.graph.model import Model, as_model, check_loaded
 from onnxprobe.graph.model import load as _load
 from onnxprobe.runtime import npz as _npz
-from onnxprobe.runtime.arrays import by_position, read_array, read_arrays, read_npz
+from onnxprobe.runtime.arrays import by_position, read_array, read_npz
 from onnxprobe.runtime.budget import parse_size
 from onnxprobe.runtime.feeds import Feeds, ModelInput, check_value, make_feeds
 from onnxprobe.runtime.feeds import check_shape as _check_shape
@@ -30,9 +29,9 @@ from onnxprobe.runtime.feeds import feed_digest as _feed_digest
 from onnxprobe.stats.tensor_stats import has_statistics as _has_statistics
 from onnxprobe.runtime.input_flags import parse_dims, parse_input_files, parse_shape_overrides
 from onnxprobe.runtime.feeds import model_inputs as _model_inputs
-from onnxprobe.runtime.userfunc import split_spec
-from onnxprobe.text import clean, clip, controls, one_line, quote
+from onnxprobe.text import clean, one_line, quote
 from onnxprobe.graph.select import Selection
+from onnxprobe.api.spec import INPUTS, PATH, input_spec, parse_int_range, protect_inputs, read_given, what_came  # noqa: F401 (re-exported)
 from onnxprobe.types import InputSpec, ProbeResult, RunConfig, check_bool
 
 __all__ = ["check_shape", "feed_digest", "has_statistics", "input_spec", "GivenInputs", "given_inputs", "read_inputs", "named_by_position", "parse_int_range", "parse_size", "parse_dims", "parse_shape_overrides", "parse_input_files", "read_array",
@@ -40,17 +39,11 @@ __all__ = ["check_shape", "feed_digest", "has_statistics", "input_spec", "GivenI
            "model_file", "as_inputs", "checked_feed", "as_names", "expect", "as_selection", "as_config", "as_max_memory", "as_progress", "Progress", "ModelLike", "as_raw",
            "as_ray", "as_dataset", "protect_inputs", "as_result", "as_probe_result", "what_came"]
 
-PATH = (str, os.PathLike)
 ModelLike = Union[Model, str, os.PathLike, onnx.ModelProto]  # what every function that takes a model takes
 Progress = Callable[[int, int], object]  # progress(done, total), called as the work goes on
 # what vs_torch and the torch functions take: a torch.nn.Module (Any: torch, an optional extra, is imported only
 # inside onnxprobe.torch's functions), a (module, example args) tuple or "FILE.py:FUNC"
 TorchLike = Union[Any, tuple, str, os.PathLike]
-
-
-def what_came(value) -> str:
-    """What came instead, for messages: its type and the start of its repr."""
-    return f"{type(value).__name__} {clip(controls(repr(value)), 40)}"
 
 
 def as_result(value, kind: type | tuple, what: str, name: str = "result"):
@@ -134,34 +127,6 @@ def as_dataset(inputs, inputs_from):
         raise UsageError(f"inputs_from: expected FILE.py:FUNC, a function that returns or yields feed dicts "
                          f"{{input name: array}}, or a list of them, got {what_came(inputs_from)}")
     protect_inputs(inputs_dir=inputs, inputs_from=inputs_from)
-
-
-def protect_inputs(*files: object, inputs_dir: str | os.PathLike | None = None, inputs_from: object = None,
-                   py_specs: Iterable[str] = (), what: str = "an input file") -> None:
-    """Every file a run will read, recorded as an input (``fileio.protect``) before it is read and before
-    any output is written or checked: ``files`` (models, .npz), a dataset's batches (``inputs_dir``: the
-    .npz files of the folder, or the one .npz) and the FILE.py of ``inputs_from`` and of ``py_specs``
-    (FILE.py:FUNC); ``what`` names ``files`` in the refusal. fileio learns of a file when it is read, which for a dataset is after `grad --export`
-    wrote its model and after the whole dataset ran: `--export data/b0.npz` destroyed the batch."""
-    for f in files:
-        if not isinstance(f, PATH) or str(f) == "-":
-            continue
-        # a folder: an ONNX test data set (--vs-npz DIR), whose .pb files are read
-        for e in (Path(f).iterdir() if os.path.isdir(f) else [Path(f)]):
-            if e.is_file():
-                protect(e, what)
-    if isinstance(inputs_dir, PATH):
-        p = Path(inputs_dir)
-        if p.is_dir():
-            for f in p.iterdir():
-                if f.suffix == ".npz" and f.is_file():
-                    protect(f, "an input file")
-        elif p.is_file():
-            protect(p, "an input file")
-    for spec in [inputs_from, *py_specs]:
-        parts = split_spec(spec) if isinstance(spec, PATH) else None
-        if parts is not None and os.path.isfile(parts[0]):
-            protect(parts[0], "an input file")
 
 
 def as_raw(raw) -> bool | set[str]:
@@ -288,11 +253,7 @@ def given_inputs(path: str | os.PathLike, model: ModelLike | None = None) -> Giv
     keyed by input name, or an ONNX test data set folder (its ``input_N.pb``; with ``model``, one without a name
     bound to the model's input of its position). A file of no arrays is refused (every input would be seeded
     random data, without a word); a folder of expected outputs alone reads as no inputs, complete."""
-    given = dict(read_arrays(path, "input", flag=INPUTS))
-    complete = not given and Path(path).is_dir()
-    if not given and not complete:
-        raise settings_error(UsageError, lambda say: f"{say(INPUTS)} {clean(str(path))}: holds no arrays; give a file with the "
-                             "model's inputs by name (without one, the inputs are seeded random data)")
+    given, complete = read_given(path)
     return GivenInputs(named_by_position(given, model) if model is not None else given, complete)
 
 
@@ -302,7 +263,6 @@ def read_inputs(path: str | os.PathLike, model: ModelLike) -> dict[str, np.ndarr
 
 
 MAP = ("path", "--map")  # read_map's parameter and the flag it reads, as its messages name them (errors.setting_error)
-INPUTS = ("inputs", "--inputs")  # input_spec's
 MAX_MAP_BYTES = 256 * 2**20  # a map of even a million names is far smaller
 
 
@@ -375,35 +335,6 @@ def save_npz(arrays: Mapping[str, np.ndarray] | Iterable[Mapping[str, np.ndarray
         for part in arrays:
             out.add_all(named(part))
             del part  # dropped before the next is made
-
-
-def parse_int_range(spec: str) -> tuple[int, int]:
-    """'LOW:HIGH' -> (LOW, HIGH)."""
-    lo, sep, hi = str(spec).partition(":")
-    try:
-        if not sep:
-            raise ValueError
-        return int(lo), int(hi)
-    except ValueError:
-        raise setting_error(UsageError, ("int_range", "--int-range"), f"{spec!r}: expected LOW:HIGH, e.g. 0:100") from None
-
-
-def input_spec(seed: int = 0, int_range: str | tuple[int, int] = (0, 100), shape: list[str] | None = None,
-               input_: list[str] | None = None, inputs: str | os.PathLike | None = None,
-               arrays: dict[str, np.ndarray] | None = None) -> InputSpec:
-    """The InputSpec of the input flags: ``shape`` and ``input_`` are lists of ``NAME=...`` strings,
-    ``inputs`` an ``.npz`` path or an ONNX test data set folder (its input_N.pb: ``runtime.arrays.read_arrays``)."""
-    # one "NAME=..." string is one flag value, not a list of its characters
-    shape, input_ = ([v] if isinstance(v, str) else v for v in (shape, input_))
-    if arrays is not None and not isinstance(arrays, Mapping):
-        raise UsageError(f"arrays: expected a dict of arrays by input name, got {what_came(arrays)}")
-    # a test data set without input_N.pb is a model's without inputs: one that takes some is refused them (feeds)
-    given, complete = given_inputs(inputs) if inputs is not None else ({}, False)
-    given.update(arrays or {})
-    rng = parse_int_range(int_range) if isinstance(int_range, str) else int_range  # InputSpec checks the others
-    return InputSpec(seed=seed, int_range=rng, shapes=parse_shape_overrides(shape), files=parse_input_files(input_),
-                     arrays=given, arrays_from=f"--inputs {Path(inputs).name}" if inputs is not None else
-                     "the arrays given" if arrays else "--inputs", arrays_complete=complete)
 
 
 def check_shape(spec: ModelInput, shape: tuple[int, ...], what: str | tuple[str, ...]) -> tuple[int, ...]:

@@ -24,7 +24,6 @@ range outside the model) is a UsageError, with a suggestion where one is close.
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
 
 import onnx
 
@@ -32,8 +31,8 @@ from onnxprobe.errors import GLOB_QUOTES, LIST_NODES, LIST_OPS, UsageError, erro
 from onnxprobe.graph.ops import canonical
 from onnxprobe.graph.shapes import dtype_name, static_shape, value_types
 from onnxprobe.graph.walk import NodeSite, all_graphs, constant_tensors, first_readers, walk
-from onnxprobe.text import as_typed, clean, controls, matches, one_glob_each, quote, unclean
-from onnxprobe.types import TensorRef, check_bool
+from onnxprobe.text import as_typed, clean, matches, one_glob_each, quote, unclean
+from onnxprobe.types import TensorRef
 
 ATTENTION_OPS = {
     "Attention", "MultiHeadAttention", "GroupQueryAttention", "PackedAttention",
@@ -46,67 +45,9 @@ DEFAULT_OPS = {
     "QLinearConv", "QLinearMatMul", "ConvInteger", "MatMulInteger", "QGemm", "FusedConv",
     "FusedGemm", "FusedMatMul", "MatMulIntegerToFloat", "DynamicQuantizeMatMul",
 } | ATTENTION_OPS
-# the settings of a Selection, as the API (its fields) and the command line (its flags) name them: the
-# messages of a criterion that matches nothing name both (``errors.setting_error``)
-OPS, NAMES, RANGE = ("ops", "--op"), ("names", "--name"), ("range", "--range")
-
-
-@dataclass(frozen=True)
-class Selection:
-    """Which tensors to probe: ``ops`` (op types or globs), ``names`` (tensor or node names or globs),
-    ``all`` (every float tensor), ``range`` ("START:END" over node names or indices) and
-    ``include_constants`` (tensors computed from weights alone); the default is the layers' outputs."""
-
-    ops: tuple[str, ...] = ()
-    names: tuple[str, ...] = ()
-    all: bool = False
-    range: str | None = None  # "START:END", each an index, a node name, or empty
-    include_constants: bool = False
-
-    def __post_init__(self) -> None:
-        # one string is one op type or glob, not its characters (frozen: object.__setattr__ for the tuples)
-        for what in ("ops", "names"):
-            v = getattr(self, what)
-            items = (v,) if isinstance(v, str) else tuple(v) if isinstance(v, (list, tuple, set, frozenset)) else None
-            if items is None or not all(isinstance(x, str) for x in items):
-                raise UsageError(f"Selection {what}={controls(repr(v))[:60]}: expected a string or a tuple of strings")
-            object.__setattr__(self, what, items)
-        object.__setattr__(self, "ops", op_types(self.ops))
-        if self.range is not None and not isinstance(self.range, str):
-            raise UsageError(f"Selection range={controls(repr(self.range))[:60]}: expected 'START:END', e.g. '10:40'")
-        if self.range is not None and not self.range.strip():  # '' is no range: not the default, silently
-            raise setting_error(UsageError, RANGE, "'': expected 'START:END', e.g. '10:40'")
-        for what in ("all", "include_constants"):  # "no" would select everything by its truth
-            object.__setattr__(self, what, check_bool(getattr(self, what), f"Selection {what}"))
-
-    @property
-    def is_default(self) -> bool:
-        return not (self.ops or self.names or self.all)
-
-    def describe(self, canonical: bool = False) -> str:
-        """The selection as its flags. ``canonical``: op types and globs sorted, as a dataset report records
-        it: a union of matches does not depend on the order they were given in (``--op Relu --op Conv`` and
-        ``--op Conv,Relu`` on two workers are shards of one selection)."""
-        ops, names = (sorted(set(self.ops)), sorted(set(self.names))) if canonical else (self.ops, self.names)
-        parts = [f"--op {o}" for o in ops] + [f"--name {n}" for n in names]
-        parts += ["--all"] if self.all else []
-        parts += [f"--range {self.range}"] if self.range else []
-        return " ".join(parts) or "the default selection"
-
-
-def op_types(values: tuple[str, ...]) -> tuple[str, ...]:
-    """Op types of repeated or comma-separated values (an op type holds no comma: ``--op Conv,Relu`` is
-    ``--op Conv --op Relu``, in every command and the debugger), spaces around each dropped, each once;
-    an empty one (``--op ,``, ``Conv,,Relu``) is refused, as it would select by nothing."""
-    out: list[str] = []
-    for item in values:
-        for op in item.split(","):
-            if not op.strip():
-                raise setting_error(UsageError, OPS, f"{quote(item)}: an empty op type; give op types "
-                                    "separated by commas or repeat the flag, e.g. Conv,Relu")
-            if op.strip() not in out:
-                out.append(op.strip())
-    return tuple(out)
+# Selection (which tensors to probe) lives in types, onnx-free: a cached `layers` run (api.lean) builds it without
+# importing onnx; re-exported here, where every caller has it from
+from onnxprobe.types import NAMES, OPS, RANGE, Selection, op_types  # noqa: E402,F401
 
 
 class NodePositions(dict):

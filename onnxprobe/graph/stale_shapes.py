@@ -8,7 +8,7 @@ the one onnx's inference gives for the run's input shapes (``graph.shapes.concre
 from the inputs alone); ``without_shapes`` returns a copy whose contradicted entries keep their element
 type and rank but no dims (the rank too where it is what disagrees). The input model is never changed.
 A declared shape that only the fed values contradict (a Range to a fed limit) shows after the run:
-``misplanned`` tells a statistics row laid out for dims the run's tensor does not have.
+(``runtime.runners.readback.misplanned`` tells a statistics row laid out for dims the run's tensor does not have.)
 """
 
 from __future__ import annotations
@@ -16,8 +16,6 @@ from __future__ import annotations
 import onnx
 
 from onnxprobe.graph.shapes import static_shape
-from onnxprobe.stats.tensor_stats import TensorStats
-from onnxprobe.types import Probe, element_count
 
 
 def stale_shapes(model: onnx.ModelProto, concrete: dict[str, tuple[int, ...]]) -> dict[str, tuple[tuple, tuple]]:
@@ -63,15 +61,4 @@ def stale_note(stale: dict[str, tuple[tuple, tuple]]) -> str:
             f"for these inputs{more}): those declarations are ignored")
 
 
-def misplanned(p: Probe, st: TensorStats | None, shape: tuple | None) -> bool:
-    """Whether ``p``'s statistics row was laid out for other dims than the run's tensor has
-    (``Probe.planned_shape``): its runtime ``shape`` where exposed, else its element count."""
-    planned = p.planned_shape
-    if not planned or st is None:
-        return False
-    if shape is not None:
-        return len(shape) != len(planned) or any(a is not None and a != b for a, b in zip(planned, shape))
-    return (n := element_count(planned)) is not None and st.count != n
-
-
-__all__ = ["stale_shapes", "without_shapes", "stale_note", "misplanned"]
+__all__ = ["stale_shapes", "without_shapes", "stale_note"]

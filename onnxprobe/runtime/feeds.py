@@ -22,6 +22,7 @@ from onnxprobe.errors import (DeviceUnavailable, ExecutionError, ModelError, Ses
 from onnxprobe.graph.shapes import static_shape
 from onnxprobe.graph.summary import TypeInfo, type_info
 from onnxprobe.graph.walk import unread_inputs
+from onnxprobe.runtime.random_inputs import RANDOM_CHUNK, random_array  # noqa: F401 (re-exported)
 from onnxprobe.runtime.arrays import Position, by_position, check_fits, literal, literal_as, read_array
 from onnxprobe.text import clean, quote, some
 from onnxprobe.types import InputSpec, array_text, named_dim
@@ -198,33 +199,6 @@ def fed(model: onnx.ModelProto, feeds: dict, takes: set[str] | None = None) -> d
         return feeds
     unread = set(unread_inputs(model)) if lacking else set()
     return {**{k: v for k, v in feeds.items() if k in names}, **{s.name: unread_value(s) for s in lacking if s.name in unread}}
-
-
-RANDOM_CHUNK = 1 << 22  # elements drawn at once for a float input
-
-
-def random_array(shape: tuple[int, ...], dtype: np.dtype, rng: np.random.Generator, int_range: tuple[int, int]) -> np.ndarray:
-    if dtype.kind == "f" or dtype.name == "bfloat16":  # bfloat16: ml_dtypes' type, which onnx maps it to
-        out = np.empty(shape, dtype)
-        flat = out.reshape(-1)
-        # drawn in float64 chunks (the values of one draw: the generator's stream is sequential), so that the
-        # float64 draw never holds twice the input's float32 size (an 8 GiB input took 24 GiB)
-        for i in range(0, flat.size, RANDOM_CHUNK):
-            flat[i:i + RANDOM_CHUNK] = rng.random(min(RANDOM_CHUNK, flat.size - i), dtype=np.float64)
-        return out
-    if dtype.kind in "iu":
-        lo, hi = int_range
-        info = np.iinfo(dtype)
-        lo, hi = max(lo, int(info.min)), min(hi, int(info.max) + 1)
-        if lo >= hi:
-            raise setting_error(UsageError, ("int_range", "--int-range"), f"{int_range[0]}:{int_range[1]}: no value of dtype {dtype} lies in it")
-        return rng.integers(lo, hi, size=shape).astype(dtype)
-    if dtype.kind == "b":
-        return rng.random(shape) < 0.5
-    if dtype.kind == "c":
-        return (rng.random(shape) + 1j * rng.random(shape)).astype(dtype)
-    raise settings_error(UsageError, lambda say: f"cannot make random data of dtype {dtype}; give this input with "
-                         + say.either("an InputSpec's files or arrays", say.given(FILES, "NAME", "FILE")))
 
 
 def check_value(spec: ModelInput, value: np.ndarray, origin: str) -> np.ndarray:

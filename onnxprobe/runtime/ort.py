@@ -20,58 +20,17 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 
-from onnxprobe.errors import (DeviceUnavailable, ExecutionError, ModelError, SessionError, UsageError, debug_enabled,
-                              first_line, owns_the_process, setting_error)
+from onnxprobe.errors import (DeviceUnavailable, ExecutionError, ModelError, SessionError, UsageError, first_line, setting_error)
 from onnxprobe.graph.builder import opset_version
 from onnxprobe.graph.io import is_large, save_beside
 from onnxprobe.memory import return_freed_memory, trim, unpark
 from onnxprobe.runtime.arrays import narrow_buffer
 from onnxprobe.runtime.interrupt import call_interruptibly
+from onnxprobe.runtime.ort_options import (  # noqa: F401 (re-exported: where every caller has them from)
+    DEVICES, OPT_LEVELS, check_opt_level, ort_module, providers_for, session_options,
+)
 from onnxprobe.text import as_word
 from onnxprobe.types import element_count
-
-OPT_LEVELS = ("off", "basic", "extended", "layout", "all")
-DEVICES = ("auto", "cpu", "cuda")
-
-
-def ort_module():
-    import onnxruntime as ort
-
-    _quiet_default_logger(ort)
-    return ort
-
-
-@functools.lru_cache(maxsize=None)
-def _quiet_default_logger(ort) -> None:
-    """Kernels log through onnxruntime's default logger, not their session's (RoiAlign's max mode warns as
-    it is built): that line came beside onnxprobe's own output and one-line errors. Sessions log nothing
-    below fatal (``log_severity_level = 4``); neither does the default logger in the command line's own
-    process, unless ONNXPROBE_DEBUG=1. Through the API the logger is the user's process's: left alone (a
-    notebook's own sessions would lose every warning)."""
-    if owns_the_process() and not debug_enabled():
-        ort.set_default_logger_severity(4)
-
-
-def check_opt_level(name: str, what: tuple[str, str] = ("opt_level", "--opt-level")) -> str:
-    """``name`` when it is one of OPT_LEVELS, else a UsageError that names ``what`` (API parameter, flag: each
-    option that takes a level, A's own or a reference's, is named as given)."""
-    if name not in OPT_LEVELS:
-        raise setting_error(UsageError, what, f"{as_word(name)}: choose one of {', '.join(OPT_LEVELS)}")
-    return name
-
-
-def _level(name: str):
-    check_opt_level(name)
-    ort = ort_module()
-    table = {
-        "off": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
-        "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
-        "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
-        "layout": getattr(ort.GraphOptimizationLevel, "ORT_ENABLE_LAYOUT", ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED),
-        "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
-    }
-    return table[name]
-
 
 @functools.lru_cache(maxsize=None)
 def cuda_usable() -> bool:
@@ -105,15 +64,6 @@ def resolve_device(device: str, what: tuple[str, str] = ("device", "--device")) 
         raise setting_error(DeviceUnavailable, what, "cuda: onnxruntime has no usable CUDA provider here "
                             "(install onnxruntime-gpu with matching CUDA/cuDNN libraries, or run on the cpu device)")
     return device
-
-
-def providers_for(device: str, tf32: bool | None = None) -> list:
-    """The providers of a session on ``device``; ``tf32`` (cuda): the CUDA provider's use_tf32, float32
-    matrix products and convolutions in TF32 (None: the provider's default, which is on)."""
-    if device != "cuda":
-        return ["CPUExecutionProvider"]
-    cuda = "CUDAExecutionProvider" if tf32 is None else ("CUDAExecutionProvider", {"use_tf32": "1" if tf32 else "0"})
-    return [cuda, "CPUExecutionProvider"]
 
 
 IR_VERSION_RE = re.compile(r"Unsupported model IR version: (\d+), max supported IR version: (\d+)")
@@ -157,32 +107,11 @@ def create_session(model: onnx.ModelProto, *, device: str = "cpu", opt_level: st
     memory arena, for a run whose outputs are only small (statistics, pair sums): see below. ``tf32``:
     the CUDA provider's TF32 (``providers_for``)."""
     ort = ort_module()
-    so = ort.SessionOptions()
-    if profile_prefix:
-        so.enable_profiling = True
-        so.profile_file_prefix = profile_prefix
-    if optimized_path:
-        so.optimized_model_filepath = optimized_path
-        so.add_session_config_entry("session.optimized_model_external_initializers_file_name", "weights.bin")
-        so.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "1024")
-    so.graph_optimization_level = _level(opt_level)
-    so.log_severity_level = 4
-    # without the arena, freed activations go back to the system at once: several sessions in a row
-    # (chunked dumps, diff's separate runs) then never stack their peaks, and raw outputs handed to numpy
-    # do not pin arena chunks (a --save within --max-memory needs that). A run that returns only small
-    # outputs (statistics rows, pair sums: layers, the one-run diff) takes the arena: every activation
-    # then comes from memory already mapped instead of fresh pages (measured, PP-OCRv4 det 800x608:
-    # layers --all 3.3 -> 2.5 s for 255 -> 272 MB, diff --all 7.2 -> 5.5 s for 430 -> 461 MB)
-    so.enable_cpu_mem_arena = arena
-    # run nodes in the order the graph lists them: probes sit right behind the tensors they read
-    # (graph.expose interleaves them), so each tensor is summarised and freed before the model moves on
-    if hasattr(ort, "ExecutionOrder"):
-        so.execution_order = ort.ExecutionOrder.PRIORITY_BASED
+    so = session_options(ort, opt_level=opt_level, arena=arena, threads=threads, profile_prefix=profile_prefix,
+                         optimized_path=optimized_path)
     unpark()  # a session done with goes before this one is built: their memory never stacks
     return_freed_memory()
     trim()  # what loading, inference and the rewrite freed: not under the run's peak
-    if threads:
-        so.intra_op_num_threads = threads
     notes: list[str] = []
     t0 = time.perf_counter()
     for _attempt in range(2):

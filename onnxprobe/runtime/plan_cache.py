@@ -24,15 +24,17 @@ import tempfile
 import time
 from dataclasses import asdict
 from pathlib import Path
-
-import onnx
+from typing import TYPE_CHECKING
 
 from onnxprobe import __version__
 from onnxprobe.errors import UsageError
 from onnxprobe.fileio import expand_home, home, umask
-from onnxprobe.graph.skeleton import skeleton, stubs, weights_of
 from onnxprobe.text import clip, quote
 from onnxprobe.types import Probe, TensorRef
+
+if TYPE_CHECKING:  # onnx and the graph's skeletons only where an entry is made or read as a model: a cached
+    # `layers` run (runtime.direct) reads and writes its entries with read_entry / write_entry, without onnx
+    import onnx
 
 DEFAULT_SIZE = 512 * 2**20
 
@@ -131,6 +133,8 @@ def structure(model: onnx.ModelProto) -> str:
     """The hash of what a probed copy depends on: the model's skeleton, not the values of its big weights,
     initializers or Constant nodes (an entry keeps both as stubs, filled from the model it is used for;
     hashing PP-OCRv4 rec's 10 MB of Constant weights took 70 ms of every run)."""
+    from onnxprobe.graph.skeleton import skeleton
+
     return blake2b(skeleton(model, constants=True).SerializeToString(), digest_size=32).hexdigest()
 
 
@@ -206,6 +210,8 @@ def load(k: str, base: onnx.ModelProto, restore: bool = True) -> tuple[onnx.Mode
     """(probed copy, probes, warnings) of entry ``k``, its stubbed weights taken from ``base`` (``restore``
     False: left as stubs, for a runner that takes them apart); None on a miss or an entry that does not
     fit ``base``."""
+    from onnxprobe.graph.skeleton import weights_of
+
     got = load_entry(k, weights_of(base), restore)
     if got is None:
         return None
@@ -267,6 +273,33 @@ def load_entry(k: str, weights: dict[str, onnx.TensorProto], restore: bool = Tru
     """(model, metadata) of entry ``k``, its stubbed weights put back from ``weights`` (by name; with
     ``restore`` False left as stubs, for a caller that gives onnxruntime the weights apart); None on a
     miss, a damaged entry or one whose weights are not all there."""
+    import onnx
+
+    from onnxprobe.graph.skeleton import stubs
+
+    got = read_entry(k)
+    if got is None:
+        return None
+    data, meta = got
+    try:
+        model = onnx.load_model_from_string(data)
+    except Exception:  # noqa: BLE001 - a damaged entry is a miss
+        return None
+    for name, t in stubs(model).items():  # initializers', and Constants', by their output
+        w = weights.get(name)
+        if w is None:
+            return None
+        if restore:
+            keep = t.name
+            t.CopyFrom(w)
+            t.name = keep
+    touch(k)
+    return model, meta
+
+
+def read_entry(k: str) -> tuple[bytes, dict] | None:
+    """(the .onnx file's bytes, the metadata) of entry ``k`` as ``write_entry`` wrote them, checked against their
+    digest; None on a miss or a damaged entry. Not marked used (``touch``): the caller says when it serves."""
     d = cache_dir()
     if d is None:
         return None
@@ -277,22 +310,19 @@ def load_entry(k: str, weights: dict[str, onnx.TensorProto], restore: bool = Tru
         # another graph (a ModelProto cut after its graph has no opsets): only the bytes store wrote serve
         if not isinstance(meta, dict) or meta.pop("digest", None) != _digest(k, data, meta):
             return None
-        model = onnx.load_model_from_string(data)
     except Exception:  # noqa: BLE001 - a missing or damaged entry is a miss
         return None
-    for name, t in stubs(model).items():  # initializers', and Constants' by their output
-        w = weights.get(name)
-        if w is None:
-            return None
-        if restore:
-            keep = t.name
-            t.CopyFrom(w)
-            t.name = keep
+    return data, meta
+
+
+def touch(k: str) -> None:
+    """Entry ``k`` recently used: kept longest (``_trim``)."""
+    d = cache_dir()
     try:
-        os.utime(d / entry_name(k, "json"))  # recently used: kept longest
+        if d is not None:
+            os.utime(d / entry_name(k, "json"))
     except OSError:
         pass
-    return model, meta
 
 
 def _read(path: Path) -> bytes:
@@ -310,12 +340,23 @@ def _read(path: Path) -> bytes:
 def store_entry(k: str, model: onnx.ModelProto, meta: dict) -> None:
     """Entry ``k``: ``model`` as a skeleton (its big weights stubbed, Constant nodes' too: ``structure``
     does not hash their values) and ``meta`` as JSON."""
+    from onnxprobe.graph.skeleton import skeleton
+
+    try:
+        data = skeleton(model, constants=True).SerializeToString()
+    except ValueError:  # past protobuf's 2 GB
+        return
+    write_entry(k, data, meta)
+
+
+def write_entry(k: str, data: bytes, meta: dict) -> None:
+    """Entry ``k``: ``data`` (a serialised model) and ``meta`` as JSON with their digest, then the cache trimmed to
+    its size. An entry of more than a quarter of the cache's size is not written."""
     d, limit = cache_dir(), size_limit()
     if d is None:
         return
     try:
         d.mkdir(parents=True, exist_ok=True)
-        data = skeleton(model, constants=True).SerializeToString()
         if len(data) <= limit // 4:
             _write(d, entry_name(k, "onnx"), data)
             meta = json.loads(json.dumps(meta, default=list))  # as load reads it back, for the digest

@@ -27,13 +27,14 @@ import numpy as np
 import onnx
 
 from onnxprobe.errors import DeviceUnavailable, ExecutionError, SessionError
-from onnxprobe.graph.expose import needs_masking, unsure_stack
+from onnxprobe.graph.expose import unsure_stack
 from onnxprobe.graph.select import refs_by_key
-from onnxprobe.graph.stale_shapes import misplanned, without_shapes
+from onnxprobe.graph.stale_shapes import without_shapes
 from onnxprobe.graph.summary import non_tensor_outputs
 from onnxprobe.runtime.budget import check_run_fits
 from onnxprobe.runtime.runners.planning import make_plan
-from onnxprobe.runtime.runners.readback import body_weights, constant_value, read_host_refs, read_probes, without_idle_branches
+from onnxprobe.runtime.runners.readback import (body_weights, constant_value, read_host_refs, read_probes, second_look,
+                                                 without_idle_branches)
 from onnxprobe.text import some
 from onnxprobe.types import Probe, ProbePlan, ProbeResult, RunConfig, RunInfo, TensorRef
 
@@ -273,9 +274,7 @@ class GraphRunner(Runner):
             # rows laid out for dims the run's tensor does not have: a declared shape that the fed values
             # contradicted (a Range to a fed limit: Σ|x| of 2M elements summed in float32 as if of 6, abs_mean
             # off in the 3rd digit); graph.stale_shapes only sees what the input shapes contradict
-            moved = {p.ref.name for p in plan.probes if p.stats_output and misplanned(p, st.get(p.ref.key), shp.get(p.ref.key))}
-            bad = [p.ref for p in plan.probes
-                   if p.stats_output and (needs_masking(st.get(p.ref.key)) or p.ref.name in moved)]
+            moved, bad = second_look(plan.probes, st, shp)
             if bad:
                 # those are summarised again without the declared shapes: flat float64 rows, right at any size
                 again = self.probe([replace(r, shape=None) if r.name in moved else r for r in bad], feeds, shapes=False,

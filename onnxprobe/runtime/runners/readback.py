@@ -1,18 +1,22 @@
 """Reading a run back: a probed copy's outputs (``graph.expose``'s statistics rows, runtime shapes and raw
 values) turned into statistics, shapes and values per probed tensor, and the values of graph inputs and
 weights, which are never run: they come from the feeds and the initializers and are summarised on the host.
+
+No onnx at import: a cached ``layers`` run (``runtime.direct``) reads its outputs back with ``read_probes`` and
+never imports it; the functions that read a model import what they need of it.
 """
 
 from __future__ import annotations
 
-import numpy as np
-import onnx
-from onnx import numpy_helper
+from typing import TYPE_CHECKING
 
-from onnxprobe.graph.densify import dense_array
-from onnxprobe.graph.walk import all_graphs, in_if_branch
-from onnxprobe.stats.tensor_stats import TensorStats, has_statistics, widened
+import numpy as np
+
+from onnxprobe.stats.tensor_stats import TensorStats, has_statistics, needs_rerun, widened
 from onnxprobe.types import Probe, TensorRef, element_count
+
+if TYPE_CHECKING:
+    import onnx
 
 
 def read_probes(probes: list[Probe], out: dict, host_stats: bool = False) -> tuple[dict, dict, dict]:
@@ -78,6 +82,8 @@ def without_idle_branches(values: dict, model: onnx.ModelProto) -> dict:
     (``graph.expose``), which is no value of theirs."""
     if not any(_size(v) == 0 for v in values.values()):
         return values
+    from onnxprobe.graph.walk import in_if_branch
+
     branch = in_if_branch(model)
     return {n: v for n, v in values.items() if not (n in branch and _size(v) == 0)}
 
@@ -109,6 +115,11 @@ def read_host_refs(refs: list[TensorRef], feeds: dict, model: onnx.ModelProto, s
 def constant_value(model: onnx.ModelProto, name: str) -> np.ndarray | None:
     """An initializer's values, the main graph's first, then an If/Loop/Scan body's (a sparse one's densified on
     the host, as nodes read it)."""
+    from onnx import numpy_helper
+
+    from onnxprobe.graph.densify import dense_array
+    from onnxprobe.graph.walk import all_graphs
+
     for g in all_graphs(model.graph):
         for t in g.initializer:
             if t.name == name:
@@ -122,7 +133,29 @@ def constant_value(model: onnx.ModelProto, name: str) -> np.ndarray | None:
 def body_weights(model: onnx.ModelProto) -> set[str]:
     """The initializers of If/Loop/Scan bodies (sparse ones too) that are no name of the main graph's own weights:
     no node of the probed copy produces them, so their values are read on the host (``constant_value``)."""
+    from onnxprobe.graph.walk import all_graphs
+
     main = {t.name for t in model.graph.initializer} | {s.values.name for s in model.graph.sparse_initializer}
     bodies = list(all_graphs(model.graph))[1:]
     return {n for g in bodies for n in [*(t.name for t in g.initializer), *(s.values.name for s in g.sparse_initializer)]
             if n not in main}
+
+
+def misplanned(p: Probe, st: TensorStats | None, shape: tuple | None) -> bool:
+    """Whether ``p``'s statistics row was laid out for other dims than the run's tensor has
+    (``Probe.planned_shape``): its runtime ``shape`` where exposed, else its element count."""
+    planned = p.planned_shape
+    if not planned or st is None:
+        return False
+    if shape is not None:
+        return len(shape) != len(planned) or any(a is not None and a != b for a, b in zip(planned, shape))
+    return (n := element_count(planned)) is not None and st.count != n
+
+
+def second_look(probes: list[Probe], st: dict, shp: dict) -> tuple[set[str], list[TensorRef]]:
+    """What a run's statistics cannot stand as they are: (the names of tensors whose rows were laid out for other
+    dims than they ran with, ``misplanned``; the refs to summarise again, those and the ones whose fast rows
+    came out non-finite, ``stats.tensor_stats.needs_rerun``). ``runners.base.run_plan`` summarises them again."""
+    moved = {p.ref.name for p in probes if p.stats_output and misplanned(p, st.get(p.ref.key), shp.get(p.ref.key))}
+    bad = [p.ref for p in probes if p.stats_output and (needs_rerun(st.get(p.ref.key)) or p.ref.name in moved)]
+    return moved, bad

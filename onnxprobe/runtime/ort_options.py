@@ -1,0 +1,92 @@
+"""onnxruntime's settings, without onnx: the module, the optimisation levels and devices by name, the providers of a
+device and the SessionOptions of every session onnxprobe builds (``session_options``). ``runtime.ort`` builds its
+sessions with these, and so does a cached ``layers`` run (``runtime.direct``), which never imports onnx: both run
+a probed copy the same way.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from onnxprobe.errors import UsageError, debug_enabled, owns_the_process, setting_error
+from onnxprobe.text import as_word
+
+OPT_LEVELS = ("off", "basic", "extended", "layout", "all")
+DEVICES = ("auto", "cpu", "cuda")
+
+
+def ort_module():
+    import onnxruntime as ort
+
+    _quiet_default_logger(ort)
+    return ort
+
+
+@functools.lru_cache(maxsize=None)
+def _quiet_default_logger(ort) -> None:
+    """Kernels log through onnxruntime's default logger, not their session's (RoiAlign's max mode warns as
+    it is built): that line came beside onnxprobe's own output and one-line errors. Sessions log nothing
+    below fatal (``log_severity_level = 4``); neither does the default logger in the command line's own
+    process, unless ONNXPROBE_DEBUG=1. Through the API the logger is the user's process's: left alone (a
+    notebook's own sessions would lose every warning)."""
+    if owns_the_process() and not debug_enabled():
+        ort.set_default_logger_severity(4)
+
+
+def check_opt_level(name: str, what: tuple[str, str] = ("opt_level", "--opt-level")) -> str:
+    """``name`` when it is one of OPT_LEVELS, else a UsageError that names ``what`` (API parameter, flag: each
+    option that takes a level, A's own or a reference's, is named as given)."""
+    if name not in OPT_LEVELS:
+        raise setting_error(UsageError, what, f"{as_word(name)}: choose one of {', '.join(OPT_LEVELS)}")
+    return name
+
+
+def _level(name: str):
+    check_opt_level(name)
+    ort = ort_module()
+    table = {
+        "off": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+        "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+        "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+        "layout": getattr(ort.GraphOptimizationLevel, "ORT_ENABLE_LAYOUT", ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED),
+        "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+    }
+    return table[name]
+
+
+def providers_for(device: str, tf32: bool | None = None) -> list:
+    """The providers of a session on ``device``; ``tf32`` (cuda): the CUDA provider's use_tf32, float32
+    matrix products and convolutions in TF32 (None: the provider's default, which is on)."""
+    if device != "cuda":
+        return ["CPUExecutionProvider"]
+    cuda = "CUDAExecutionProvider" if tf32 is None else ("CUDAExecutionProvider", {"use_tf32": "1" if tf32 else "0"})
+    return [cuda, "CPUExecutionProvider"]
+
+
+def session_options(ort, *, opt_level: str = "off", arena: bool = False, threads: int | None = None,
+                    profile_prefix: str | None = None, optimized_path: str | None = None):
+    """The SessionOptions of a session (``runtime.ort.create_session``'s parameters, which it documents)."""
+    so = ort.SessionOptions()
+    if profile_prefix:
+        so.enable_profiling = True
+        so.profile_file_prefix = profile_prefix
+    if optimized_path:
+        so.optimized_model_filepath = optimized_path
+        so.add_session_config_entry("session.optimized_model_external_initializers_file_name", "weights.bin")
+        so.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "1024")
+    so.graph_optimization_level = _level(opt_level)
+    so.log_severity_level = 4
+    # without the arena, freed activations go back to the system at once: several sessions in a row
+    # (chunked dumps, diff's separate runs) then never stack their peaks, and raw outputs handed to numpy
+    # do not pin arena chunks (a --save within --max-memory needs that). A run that returns only small
+    # outputs (statistics rows, pair sums: layers, the one-run diff) takes the arena: every activation
+    # then comes from memory already mapped instead of fresh pages (measured, PP-OCRv4 det 800x608:
+    # layers --all 3.3 -> 2.5 s for 255 -> 272 MB, diff --all 7.2 -> 5.5 s for 430 -> 461 MB)
+    so.enable_cpu_mem_arena = arena
+    # run nodes in the order the graph lists them: probes sit right behind the tensors they read
+    # (graph.expose interleaves them), so each tensor is summarised and freed before the model moves on
+    if hasattr(ort, "ExecutionOrder"):
+        so.execution_order = ort.ExecutionOrder.PRIORITY_BASED
+    if threads:
+        so.intra_op_num_threads = threads
+    return so
