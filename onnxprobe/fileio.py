@@ -269,3 +269,32 @@ def write_file(path: str | os.PathLike, write: Callable[[BinaryIO], None]) -> No
                     f.write(buf.getbuffer())
     except OSError as e:
         raise WriteFailed(f"{as_word(os.fspath(path))}: cannot write it ({e.strerror or e}); nothing written") from None
+
+
+def check_output_path(out: str | os.PathLike, *, source: str | os.PathLike | None = None,
+                      source_is: str = "an input model", flag: str | None = None) -> Path:
+    """Validate a path we are asked to write: its folder exists and it is not the user's model (``source``,
+    which ``source_is``; checked before it is read, when ``fileio.protect`` does not know it yet). ``flag``: the
+    option that gave it, which the message names first with the path, as every bad flag value is said
+    ("--json /x/r.json: folder /x does not exist"); else the message starts with the path."""
+    from onnxprobe.errors import UsageError
+    from onnxprobe.text import as_word
+
+    o = Path(checked_path(out))
+    about = f"{flag} {as_word(os.fspath(out))}" if flag else as_word(os.fspath(out))  # quoted as WriteFailed's
+    not_a_folder(out, about)
+    if str(out) == "-":  # stdout, for --json (handled before this); a model, a tensor, a page are files of their own
+        raise UsageError("'-' is standard output, and this writes a file of its own: give a file name, not '-'")
+    if not o.parent.is_dir() if str(o.parent) else False:
+        # the nearest of its folders that is there: a file where a folder should be fails the write too, after the work
+        there = next((p for p in o.parents if p.exists()), None)
+        if there is not None and not there.is_dir():
+            raise UsageError(f"{about}: {as_word(there)} is a file, not a folder")
+        raise UsageError(f"{about}: folder {as_word(o.parent)} does not exist")
+    if o.is_dir():
+        raise UsageError(f"{about}: is a folder; give a file name")
+    refuse_inputs(o, about)  # what the process read, by what it is
+    if source is not None and o.exists() and Path(source).exists() and (o.resolve() == Path(source).resolve()
+                                                                       or same_file(o, source)):
+        raise UsageError(f"{about}: is {source_is}; refusing to overwrite it, choose another output path")
+    return output_target(o)  # a link is written through, never replaced; one to a redirected stdout is refused

@@ -11,13 +11,14 @@ from pathlib import Path
 
 import onnx
 
-from onnxprobe.errors import ModelError, UsageError, first_line
-from onnxprobe.fileio import checked_path, not_a_folder, output_target, protect, refuse_inputs, same_file
+from onnxprobe.errors import ModelError, first_line
+from onnxprobe.fileio import (  # noqa: F401 (check_output_path: re-exported, where its callers have it from)
+    check_output_path, checked_path, not_a_folder, output_target, protect, refuse_inputs, same_file,
+)
 from onnxprobe.graph.integrity import unlisted_initializers
 from onnxprobe.graph.node_check import model_problem
 from onnxprobe.graph.extents import all_tensors, check_extents, is_external, location
 from onnxprobe.graph.tensor_data import check_tensor
-from onnxprobe.text import as_word
 from onnxprobe.text import human_bytes, quote
 
 # protobuf cannot serialise a single message over 2 GiB; stay well below it.
@@ -294,29 +295,3 @@ def save_beside(model: onnx.ModelProto, folder: str | os.PathLike) -> str:
     path = os.path.join(folder, "model.onnx")
     onnx.save_model(model, path, save_as_external_data=True, all_tensors_to_one_file=True, location="model.onnx.data")
     return path
-
-
-def check_output_path(out: str | os.PathLike, *, source: str | os.PathLike | None = None,
-                      source_is: str = "an input model", flag: str | None = None) -> Path:
-    """Validate a path we are asked to write: its folder exists and it is not the user's model (``source``,
-    which ``source_is``; checked before it is read, when ``fileio.protect`` does not know it yet). ``flag``: the
-    option that gave it, which the message names first with the path, as every bad flag value is said
-    ("--json /x/r.json: folder /x does not exist"); else the message starts with the path."""
-    o = Path(checked_path(out))
-    about = f"{flag} {as_word(os.fspath(out))}" if flag else as_word(os.fspath(out))  # quoted as WriteFailed's
-    not_a_folder(out, about)
-    if str(out) == "-":  # stdout, for --json (handled before this); a model, a tensor, a page are files of their own
-        raise UsageError("'-' is standard output, and this writes a file of its own: give a file name, not '-'")
-    if not o.parent.is_dir() if str(o.parent) else False:
-        # the nearest of its folders that is there: a file where a folder should be fails the write too, after the work
-        there = next((p for p in o.parents if p.exists()), None)
-        if there is not None and not there.is_dir():
-            raise UsageError(f"{about}: {as_word(there)} is a file, not a folder")
-        raise UsageError(f"{about}: folder {as_word(o.parent)} does not exist")
-    if o.is_dir():
-        raise UsageError(f"{about}: is a folder; give a file name")
-    refuse_inputs(o, about)  # what the process read, by what it is
-    if source is not None and o.exists() and Path(source).exists() and (o.resolve() == Path(source).resolve()
-                                                                       or same_file(o, source)):
-        raise UsageError(f"{about}: is {source_is}; refusing to overwrite it, choose another output path")
-    return output_target(o)  # a link is written through, never replaced; one to a redirected stdout is refused

@@ -17,7 +17,7 @@ from onnxprobe.text import json_words
 
 def check_writable(path: str | os.PathLike, model: str | os.PathLike | None = None, model_is: str = "an input model",
                    flag: str | None = None) -> Path:
-    from onnxprobe.graph.io import check_output_path
+    from onnxprobe.fileio import check_output_path
 
     return check_output_path(path, source=model, source_is=model_is, flag=flag)
 

@@ -117,7 +117,7 @@ def enabled(config_cache: bool = True) -> bool:
 def size_limit() -> int:
     """``$ONNXPROBE_CACHE_SIZE`` in bytes: a whole number, optionally with K, M, G or T (powers of 1024;
     "512M", "512MiB" and "512MB" all mean 512 MiB); DEFAULT_SIZE when unset."""
-    from onnxprobe.runtime.budget import parse_size  # --max-memory's parser, one for every size setting
+    from onnxprobe.runtime.sizes import parse_size  # --max-memory's parser, one for every size setting
 
     text = os.environ.get("ONNXPROBE_CACHE_SIZE", "").strip()
     return parse_size(clip(text, 40), "ONNXPROBE_CACHE_SIZE", whole=True, minimum=0) if text else DEFAULT_SIZE
@@ -216,9 +216,17 @@ def load(k: str, base: onnx.ModelProto, restore: bool = True) -> tuple[onnx.Mode
     if got is None:
         return None
     model, meta = got
-    probes, warnings = meta.get("probes"), meta.get("warnings", [])
-    if not isinstance(probes, list) or not all(isinstance(p, dict) and isinstance(p.get("ref"), dict) for p in probes) \
-            or not strings(warnings):
+    warnings = meta.get("warnings", [])
+    if not strings(warnings):
+        return None
+    probes = probes_from(meta.get("probes"), {o.name for o in model.graph.output})
+    return None if probes is None else (model, probes, list(warnings))
+
+
+def probes_from(probes, outputs: set[str]) -> list[Probe] | None:
+    """The probes of an entry's JSON (``store`` wrote them as ``asdict``), each checked to be one ``store`` could
+    have written for a graph of these ``outputs`` (``_fits``); None where any is not."""
+    if not isinstance(probes, list) or not all(isinstance(p, dict) and isinstance(p.get("ref"), dict) for p in probes):
         return None
     try:
         # every field as ``store`` wrote it (asdict): a field added to Probe comes back without a line here
@@ -227,10 +235,9 @@ def load(k: str, base: onnx.ModelProto, restore: bool = True) -> tuple[onnx.Mode
                   for p in probes]
     except (KeyError, TypeError, ValueError):
         return None
-    outputs = {o.name for o in model.graph.output}
     if not all(_fits(p, outputs) for p in probes):
         return None
-    return model, probes, list(warnings)
+    return probes
 
 
 def strings(x) -> bool:

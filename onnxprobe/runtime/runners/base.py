@@ -230,16 +230,7 @@ class GraphRunner(Runner):
         plan already made with masks). ``host_refs``: graph inputs and weights, whose statistics come from
         ``feeds`` and the initializers."""
         base = plan.base if plan.base is not None else self.model
-        probe_outputs = {n for p in plan.probes for n in (p.stats_output, p.stats_sums, p.shape_output, p.exact_extremes) if n}
-        probe_outputs |= {p.raw_output for p in plan.probes if p.raw_for_stats}  # small: to the host with the rows
-        lifted_raw = {p.raw_output for p in plan.probes if p.raw_output and p.ref.scope}
-        model_outputs = {o.name for o in base.graph.output}  # a small one summarised on the host is still returned
-        skip = non_tensor_outputs(base)  # a sequence, optional or map output: no tensor to read back as one
-        own = [o.name for o in plan.model.graph.output if o.name not in skip
-               and (o.name in model_outputs or (o.name not in probe_outputs and o.name not in lifted_raw))]
-        raw_names = list(dict.fromkeys(p.raw_output for p in plan.probes if p.raw_output and not p.raw_for_stats))
-        host = list(dict.fromkeys([o.name for o in plan.model.graph.output if o.name in probe_outputs] + (own if outputs else [])))
-        device = [r for r in raw_names if r not in host]
+        host, device, own = fetched(plan, base, outputs)
         # nothing of the graph asked for (only graph inputs or weights probed, the model's outputs not wanted or
         # none a tensor): no run, which onnxruntime refuses anyway ("at least one output should be requested"),
         # but the model is still loaded, so that a runtime that refuses it says so
@@ -369,3 +360,20 @@ class GraphRunner(Runner):
             _, _, arrays = read_probes(plan.probes, out)
             found.update(without_idle_branches(arrays, self.model))
         return found
+
+
+def fetched(plan: ProbePlan, base: onnx.ModelProto, outputs: bool = True) -> tuple[list[str], list[str], list[str]]:
+    """What a run of ``plan`` (a probed copy of ``base``) fetches: (outputs to the host: the probes' rows, shapes
+    and small values, and with ``outputs`` the model's own; raw values bound on the device; the model's own
+    outputs among them). ``runtime.direct`` keeps the host list of a ``layers`` run, to fetch the same."""
+    probe_outputs = {n for p in plan.probes for n in (p.stats_output, p.stats_sums, p.shape_output, p.exact_extremes) if n}
+    probe_outputs |= {p.raw_output for p in plan.probes if p.raw_for_stats}  # small: to the host with the rows
+    lifted_raw = {p.raw_output for p in plan.probes if p.raw_output and p.ref.scope}
+    model_outputs = {o.name for o in base.graph.output}  # a small one summarised on the host is still returned
+    skip = non_tensor_outputs(base)  # a sequence, optional or map output: no tensor to read back as one
+    own = [o.name for o in plan.model.graph.output if o.name not in skip
+           and (o.name in model_outputs or (o.name not in probe_outputs and o.name not in lifted_raw))]
+    raw_names = list(dict.fromkeys(p.raw_output for p in plan.probes if p.raw_output and not p.raw_for_stats))
+    host = list(dict.fromkeys([o.name for o in plan.model.graph.output if o.name in probe_outputs] + (own if outputs else [])))
+    device = [r for r in raw_names if r not in host]
+    return host, device, own
