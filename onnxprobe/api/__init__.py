@@ -12,7 +12,8 @@ interactive debugger and notebooks call these same functions, and nothing else o
 
 Workflows, one module each:
 
-- ``core``: ``load``, ``plan``, ``feeds``, ``run``, ``layers``, ``save_tensors``, ``layers_dataset``,
+- ``core``: ``load``, ``plan``, ``feeds``, ``run``, ``layers`` (``api.layers`` is ``lean.layers``: a repeated
+  request on a model file served from the plan cache without onnx, else this one), ``save_tensors``, ``layers_dataset``,
   ``merge_stats`` (statistics of probed tensors, of one input or a dataset);
 - ``diff``: ``diff`` (against another model, device, opt level, onnx.reference, saved activations or the
   PyTorch module) and ``diff_grad`` (the gradients of two models, or of a model and torch autograd);
@@ -50,9 +51,10 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the same names, for type checkers and editors
     from onnxprobe.api.core import (
-        DatasetResult, LayersResult, Model, feeds, layers, layers_dataset, load, merge_stats, plan, raw_chunks, run, runner,
+        DatasetResult, LayersResult, Model, feeds, layers_dataset, load, merge_stats, plan, raw_chunks, run, runner,
         save_tensors, select,
     )
+    from onnxprobe.api.lean import layers
     from onnxprobe.api.diff import diff
     from onnxprobe.api.diff_grad import diff_grad
     from onnxprobe.api.diff_dataset import diff_dataset
@@ -95,9 +97,10 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
 # renames. The TYPE_CHECKING imports above say the same for type checkers (tests/test_architecture.py).
 _WHERE = {
     "onnxprobe.api.core": (
-        "DatasetResult LayersResult Model feeds layers layers_dataset load "
+        "DatasetResult LayersResult Model feeds layers_dataset load "
         "merge_stats plan raw_chunks run runner save_tensors select"
     ),
+    "onnxprobe.api.lean": "layers",  # a cached request served without onnx, else core.layers
     "onnxprobe.api.diff": "diff",
     "onnxprobe.api.diff_grad": "diff_grad",
     "onnxprobe.api.diff_dataset": "diff_dataset",

@@ -1,0 +1,174 @@
+"""``api.layers``: a cache hit served lean, else ``core.layers``.
+
+The second ``layers`` of the same model file with the same request (selection, seed, integer range, shapes,
+device, opt level) reads neither the model's graph nor onnx: ``runtime.direct`` runs the probed copy the first
+run left in the plan cache, over the file's own bytes, and the result is the one the first run gave (its notes
+and warnings too). Anything unusual goes the normal way (``core.layers``), as every other command does: a
+model given as a Model or ModelProto, another runtime or device than onnxruntime on the CPU (``auto`` where
+onnxruntime lists no CUDA provider), values saved (``save``, ``save_to``), input files or arrays, a model over
+2 GB, ``--no-cache``, a run whose statistics need the masked rerun (NaN or Inf), or any error. After a normal
+run that qualifies, the index entry is written (``runtime.direct.entry``).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from typing import TYPE_CHECKING
+
+from onnxprobe.runtime import direct, plan_cache
+from onnxprobe.types import InputSpec, ProbePlan, ProbeResult, RunConfig, RunInfo, Selection
+
+if TYPE_CHECKING:
+    from onnxprobe.api.inputs import Progress
+    from onnxprobe.graph.model import Model
+
+__all__ = ["layers"]
+
+
+def layers(model: "Model | str | os.PathLike", selection: Selection | None = None, config: RunConfig | None = None,
+           inputs: InputSpec | None = None, *, save: bool = False, save_to: str | os.PathLike | None = None,
+           max_memory: int | None = None, progress: "Progress | None" = None, runtime: str = "ort",
+           runtime_options: dict[str, str] | None = None) -> ProbeResult:
+    """What ``onnxprobe layers`` does: the statistics of every selected tensor, computed in the graph
+    (``core.layers``, which documents every argument). A repeated request on a model file is served from the
+    plan cache without onnx (this module's docstring)."""
+    ticket = _ticket(model, selection, config, inputs, save, save_to, max_memory, runtime, runtime_options)
+    if ticket is not None:
+        served = _served(ticket)
+        if served is not None:
+            return served
+    from onnxprobe.api.core import layers as normal
+
+    res = normal(model, selection, config, inputs, save=save, save_to=save_to, max_memory=max_memory,
+                 progress=progress, runtime=runtime, runtime_options=runtime_options)
+    if ticket is not None:
+        _remember(ticket, res)
+    return res
+
+
+class _Ticket:
+    """A request that may be served: the model file's path, the index key and the request's settings."""
+
+    def __init__(self, path: str, key: str, digest: str, data: bytes, opt_level: str, spec: InputSpec):
+        self.path, self.key, self.digest, self.data, self.opt_level, self.spec = path, key, digest, data, opt_level, spec
+
+
+def _ticket(model, selection, config, inputs, save, save_to, max_memory, runtime, runtime_options) -> _Ticket | None:
+    """The request as it stands before any model is read, when one that ``runtime.direct`` can serve; None
+    for anything else (what the module's docstring lists)."""
+    if not isinstance(model, (str, os.PathLike)) or runtime != "ort" or runtime_options or save is not False \
+            or save_to is not None or max_memory is not None:
+        return None
+    config = RunConfig() if config is None else config
+    inputs = InputSpec() if inputs is None else inputs
+    selection = Selection() if selection is None else selection
+    if type(config) is not RunConfig or type(inputs) is not InputSpec or type(selection) is not Selection:
+        return None
+    if config.tf32 is not None or inputs.files or inputs.arrays or inputs.arrays_complete or config.device not in ("auto", "cpu"):
+        return None
+    try:
+        if not plan_cache.enabled(config.cache):
+            return None
+    except Exception:  # noqa: BLE001 - a cache setting that is wrong: the normal path says so
+        return None
+    from onnxprobe.runtime.ort_options import OPT_LEVELS, ort_module
+
+    if config.opt_level not in OPT_LEVELS:
+        return None
+    if config.device == "auto" and "CUDAExecutionProvider" in ort_module().get_available_providers():
+        return None  # auto may mean CUDA here: what runtime.ort.resolve_device says, with onnx
+    path = os.fspath(model)
+    if not isinstance(path, str):
+        return None
+    try:
+        with open(path, "rb") as f:  # a regular file only: a FIFO, a device, a folder go the normal way
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode) or st.st_size > direct.MAX_FILE:
+                return None
+            data = f.read()
+    except OSError:
+        return None
+    digest = direct.file_digest(data)
+    request = {"command": "layers", "path": path, "device": config.device, "opt_level": config.opt_level,
+               "io_binding": config.io_binding,
+               "selection": [list(selection.ops), list(selection.names), selection.all, selection.range, selection.include_constants],
+               "seed": inputs.seed, "int_range": list(inputs.int_range),
+               "shapes": sorted([k, list(v)] for k, v in inputs.shapes.items())}
+    return _Ticket(path, direct.request_key(digest, request), digest, data, config.opt_level, inputs)
+
+
+def _served(ticket: _Ticket) -> ProbeResult | None:
+    box, ticket.data = [ticket.data], b""  # freed in the run, once the weights are copied out (a miss reads it again)
+    got = direct.run(ticket.key, box, ticket.opt_level)
+    if got is None:
+        return None
+    plan = CachedPlan(None, got["probes"], ticket.path, list(got["warnings"]))
+    plan.bind(ticket.path, got["skeleton"])
+    info = RunInfo(device="cpu", providers=got["providers"], opt_level=ticket.opt_level,
+                   session_seconds=got["session_seconds"], run_seconds=got["run_seconds"], runtime="onnxruntime",
+                   runtime_options=got["runtime_options"])
+    return ProbeResult(plan, info, got["stats"], got["shapes"], {}, got["outputs"], notes=list(got["notes"]),
+                       feed=got["feeds"])
+
+
+def _remember(ticket: _Ticket, res: ProbeResult) -> None:
+    """The index entry of a normal run that qualifies: onnxruntime on the CPU, nothing the runtime could not
+    return, no values kept, no float16 tensor (the CPU provider's notes about those depend on the values), every
+    input drawn. The file is read again and must hash as it did: a model edited meanwhile gets no entry."""
+    from onnxprobe.runtime.runners.base import fetched
+
+    info, plan = res.info, res.plan
+    if info.runtime != "onnxruntime" or info.device != "cpu" or info.precision or res.arrays or res.unobserved \
+            or plan.base is None or plan.model is None:
+        return
+    if any(p.ref.dtype in ("float16", "bfloat16") or p.ref.kind not in ("node", "input")
+           or (p.raw_output and not p.raw_for_stats) for p in plan.probes):
+        return
+    try:
+        with open(ticket.path, "rb") as f:
+            data = f.read()
+        if direct.file_digest(data) != ticket.digest:
+            return
+        host, device, own = fetched(plan, plan.base)
+        if device:
+            return
+        direct.entry(ticket.key, data, plan.model, plan.weights, list(plan.probes), host, own, res.feed,
+                     ticket.spec.seed, ticket.spec.int_range, list(res.notes), list(plan.warnings),
+                     dict(info.runtime_options or {}))
+    except (OSError, ValueError):  # only a cache: a run that cannot be indexed is served the normal way
+        return
+
+
+class CachedPlan(ProbePlan):
+    """The plan of a served result: its probes, source and warnings as the first run had them; the model
+    (``base``) and its probed copy (``model``) are loaded, with onnx, only when something reads them (the
+    report does not)."""
+
+    _path: str | None = None
+    _skeleton: bytes = b""
+
+    def bind(self, path: str, skeleton: bytes) -> None:
+        self._path, self._skeleton = path, skeleton
+
+    @property
+    def base(self):
+        if self.__dict__.get("_base") is None and self._path is not None:
+            from onnxprobe.graph.model import load
+
+            self.__dict__["_base"] = load(self._path).proto
+        return self.__dict__.get("_base")
+
+    @base.setter
+    def base(self, value) -> None:
+        self.__dict__["_base"] = value
+
+    @property
+    def model(self):
+        if self.__dict__.get("_model") is None and self._path is not None:
+            self.__dict__["_model"] = direct.probed_model(self._skeleton, self.base)
+        return self.__dict__.get("_model")
+
+    @model.setter
+    def model(self, value) -> None:
+        self.__dict__["_model"] = value

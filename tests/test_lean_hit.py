@@ -1,0 +1,245 @@
+"""The plan cache's direct mode (runtime.direct, api.lean): the second `layers` of the same model file with the same
+request runs the cached probed copy without importing onnx, and prints what the first run printed; anything
+unusual (NaN statistics, input files, another runtime, an edited model, a damaged index entry) goes the normal
+way, with the right numbers."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+from conftest import SAMPLE_NAMES, make_model, nan_model, sample_path, sha256
+from onnxprobe import api
+from onnxprobe.runtime import plan_cache
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _cli(cache: Path, *args: str, importtime: bool = False) -> tuple[str, str, bool]:
+    """(stdout, stderr, whether onnx was imported) of `onnxprobe ARGS` in a process of its own."""
+    env = {**os.environ, "ONNXPROBE_CACHE_DIR": str(cache), "PYTHONPATH": str(ROOT)}
+    env.pop("ONNXPROBE_NO_CACHE", None)
+    cmd = [sys.executable, *(["-X", "importtime"] if importtime else []), "-m", "onnxprobe", *args]
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    lines = p.stderr.splitlines(keepends=True)
+    imported = any(re.fullmatch(r"import time:.*\|\s+onnx\s*", ln.rstrip("\n")) for ln in lines)
+    err = "".join(ln for ln in lines if not ln.startswith("import time:"))
+    return p.stdout, err, imported
+
+
+def _untimed(table: str) -> str:
+    """The table without its footer's run and session times."""
+    return "".join(ln for ln in table.splitlines(keepends=True) if " · run " not in ln)
+
+
+def _json(path: Path) -> dict:
+    d = json.loads(path.read_text())
+    d.pop("timing")
+    return d
+
+
+def _twice(tmp_path: Path, *args: str) -> tuple[tuple, tuple]:
+    """The first (miss) and the second run of one command, each with its table, notes and JSON report."""
+    cache = tmp_path / "cache"
+    runs = []
+    for k in (1, 2):
+        out, err, imported = _cli(cache, "layers", *args, "--json", str(tmp_path / "r.json"), importtime=k == 2)
+        runs.append((_untimed(out), err, _json(tmp_path / "r.json"), imported))
+    return runs[0], runs[1]
+
+
+@pytest.mark.parametrize("sel", [[], ["--all"]], ids=["default", "all"])
+@pytest.mark.parametrize("name", SAMPLE_NAMES)
+def test_second_run_is_lean_and_identical(tmp_path, name, sel):
+    first, second = _twice(tmp_path, str(sample_path(name)), *sel)
+    assert second[:3] == first[:3]
+    assert first[2]["tensors"]
+    # a model with its weights in an external data file is no file of its own bytes: the normal path each time
+    assert second[3] is (name == "external_data")
+
+
+@pytest.mark.parametrize("args", [["dynamic_batch", "--all", "--shape", "x=5x3x8x8"], ["mlp", "--all", "--seed", "7"],
+                                  ["transformer_block", "--opt-level", "all", "--device", "cpu"]],
+                         ids=["shape", "seed", "opt-level"])
+def test_request_options_served(tmp_path, args):
+    name, *rest = args
+    first, second = _twice(tmp_path, str(sample_path(name)), *rest)
+    assert second[:3] == first[:3] and not second[3]
+    if "--shape" in rest:
+        assert first[2]["tensors"][0]["shape"][0] == 5
+
+
+def test_other_requests_are_other_entries(tmp_path):
+    """Another seed after a cached run: not the cached numbers (the request is part of the key)."""
+    cache = tmp_path / "cache"
+    m = str(sample_path("mlp"))
+    _cli(cache, "layers", m, "--all", "--json", str(tmp_path / "a.json"))
+    _cli(cache, "layers", m, "--all", "--seed", "9", "--json", str(tmp_path / "b.json"))
+    _cli(cache, "layers", m, "--all", "--seed", "9", "--no-cache", "--json", str(tmp_path / "c.json"))
+    assert _json(tmp_path / "b.json") == _json(tmp_path / "c.json") != _json(tmp_path / "a.json")
+
+
+def test_nan_statistics_fall_back(tmp_path):
+    """Statistics that hold NaN or Inf need the masked rerun, which needs the graph: the normal path, each time."""
+    path = tmp_path / "nan.onnx"
+    onnx.save(nan_model(), str(path))
+    first, second = _twice(tmp_path, str(path), "--all", "--input", "x=[-1.0, 0.0, 1.0, 2.0]")
+    assert second[:3] == first[:3] and second[3]  # --input: not served either
+    npy = tmp_path / "x.npy"
+    np.save(npy, np.array([-1.0, 0.0, 1.0, 2.0], np.float32))
+    first, second = _twice(tmp_path, str(path), "--all", "--input", f"x={npy}")
+    assert second[:3] == first[:3] and second[3]
+    tensors = {t["name"]: t for t in second[2]["tensors"]}
+    assert tensors["logx"]["nan"] == 1 and tensors["logx"]["inf"] == 1
+    # seeded random inputs: Sqrt(x - 0.5) of x in [0, 1) holds NaN, in tensors too big to be summarised on the host
+    # (whose statistics are exact whatever they hold, and are served)
+    sqrt = tmp_path / "sqrt.onnx"
+    onnx.save(make_model([helper.make_node("Sub", ["x", "h"], ["d"], name="sub"),
+                          helper.make_node("Sqrt", ["d"], ["y"], name="sqrt")],
+                         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [300000])],
+                         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [300000])],
+                         [numpy_helper.from_array(np.array(0.5, np.float32), "h")]), str(sqrt))
+    first, second = _twice(tmp_path, str(sqrt), "--all")
+    assert second[:3] == first[:3] and second[3]
+    x = np.random.default_rng(0).random(300000)  # (numpy's own draw: the seed's values, independently of onnxprobe)
+    assert {t["name"]: t["nan"] for t in first[2]["tensors"]}["y"] == int(np.sum(x.astype(np.float32) < 0.5))
+
+
+@pytest.mark.parametrize("variant", [["--runtime", "reference"], ["--no-cache"]], ids=["reference", "no-cache"])
+def test_variants_fall_back(tmp_path, variant):
+    first, second = _twice(tmp_path, str(sample_path("cnn")), "--all", *variant)
+    assert second[:3] == first[:3] and second[3]
+
+
+def _weighted(path: Path) -> np.ndarray:
+    """y = Relu(MatMul(x, w)) with w of 64x80 (a stub in the probed copy: its bytes read from the file) and a
+    Constant of 5000 elements added (a Constant's stub)."""
+    rng = np.random.default_rng(1)
+    w = rng.standard_normal((64, 80)).astype(np.float32)
+    c = rng.standard_normal((5000,)).astype(np.float32)
+    m = make_model(
+        [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+         helper.make_node("Relu", ["h"], ["r"], name="relu"),
+         helper.make_node("Constant", [], ["c"], name="const", value=numpy_helper.from_array(c, "cval")),
+         helper.make_node("ReduceSum", ["c"], ["cs"], name="csum", keepdims=0),
+         helper.make_node("Add", ["r", "cs"], ["y"], name="add")],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 80])],
+        [numpy_helper.from_array(w, "w")])
+    onnx.save(m, str(path))
+    return w
+
+
+def _expected(path: Path, x: np.ndarray) -> dict[str, tuple[float, float, float]]:
+    """min, max, mean of every node output, from onnx.reference on the model file as it is now."""
+    m = onnx.load(str(path))
+    names = [o for n in m.graph.node for o in n.output]
+    got = ReferenceEvaluator(m).run(names, {"x": x})
+    return {n: (float(v.min()), float(v.max()), float(np.mean(v, dtype=np.float64))) for n, v in zip(names, got)}
+
+
+def _layers(path: Path):
+    return api.layers(str(path), api.Selection(all=True), api.RunConfig(device="cpu"), api.InputSpec(seed=4))
+
+
+def _stats(res) -> dict[str, tuple[float, float, float]]:
+    return {r.name: (s.min, s.max, s.mean) for r, s in res.rows() if s is not None and r.kind == "node"}
+
+
+def _check(res, expected) -> None:
+    got = _stats(res)
+    assert {"h", "r", "y"} <= set(got)  # (c and cs, computed from weights alone, are not selected: y reads them)
+    for n, (lo, hi, mean) in expected.items():
+        if n not in got:
+            continue
+        assert got[n][0] == pytest.approx(lo, rel=1e-5, abs=1e-5) and got[n][1] == pytest.approx(hi, rel=1e-5, abs=1e-5)
+        assert got[n][2] == pytest.approx(mean, rel=1e-4, abs=1e-5)
+
+
+@pytest.fixture()
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("ONNXPROBE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("ONNXPROBE_NO_CACHE", raising=False)
+    return tmp_path / "cache"
+
+
+def test_served_from_the_files_weights(tmp_path, cache):
+    path = tmp_path / "w.onnx"
+    _weighted(path)
+    first = _layers(path)
+    x = first.feed["x"]
+    second = _layers(path)
+    assert type(second.plan).__name__ == "CachedPlan"  # served: stubs pointed into the model file
+    assert _stats(second) == _stats(first)
+    _check(second, _expected(path, x))
+    assert np.array_equal(second.feed["x"], x)
+    # what a served result holds loads on demand: the model, the probed copy with the weights back
+    assert {o.name for o in second.plan.base.graph.output} == {"y"}
+    assert numpy_helper.to_array(next(t for t in second.plan.model.graph.initializer if t.name == "w")).shape == (64, 80)
+
+
+@pytest.mark.parametrize("which", ["w", "cval"])
+def test_edited_model_is_not_served_stale(tmp_path, cache, which):
+    """One weight byte changed after the index entry was written, with the same size and modification time: the
+    statistics are the edited model's (the key hashes the file's bytes)."""
+    path = tmp_path / "w.onnx"
+    _weighted(path)
+    x = _layers(path).feed["x"]
+    assert type(_layers(path).plan).__name__ == "CachedPlan"
+    original = _expected(path, x)
+    st = path.stat()
+    data = bytearray(path.read_bytes())
+    t = onnx.load(str(path))
+    tensor = (t.graph.initializer[0] if which == "w" else t.graph.node[2].attribute[0].t)
+    at = bytes(data).index(tensor.raw_data) + 4 * 7 + 3  # the high byte of element 7: a change that shows
+    data[at] ^= 0x40
+    path.write_bytes(bytes(data))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert path.stat().st_size == st.st_size
+    expected = _expected(path, x)
+    res = _layers(path)
+    _check(res, expected)
+    assert expected != original  # (the edit shows in the numbers)
+    again = _layers(path)  # now served, from the edited file's own entry
+    assert type(again.plan).__name__ == "CachedPlan"
+    _check(again, expected)
+
+
+@pytest.mark.parametrize("damage", ["truncate-json", "edit-json", "truncate-onnx", "edit-onnx"])
+def test_damaged_index_entry_is_a_miss(tmp_path, cache, damage):
+    path = tmp_path / "w.onnx"
+    _weighted(path)
+    digest = sha256(path)
+    first = _layers(path)
+    x = first.feed["x"]
+    from onnxprobe.api.lean import _ticket  # noqa: PLC2701 - the index key of this request, to damage its entry
+
+    t = _ticket(str(path), api.Selection(all=True), api.RunConfig(device="cpu"), api.InputSpec(seed=4), False, None,
+                None, "ort", None)
+    kind = damage.split("-")[1]
+    f = cache / plan_cache.entry_name(t.key, kind)
+    data = f.read_bytes()
+    if damage.startswith("truncate"):
+        f.write_bytes(data[: len(data) // 2])
+    elif kind == "json":
+        f.write_bytes(data.replace(b'"seed": 4', b'"seed": 5'))
+    else:
+        b = bytearray(data)
+        b[len(b) // 2] ^= 0xFF
+        f.write_bytes(bytes(b))
+    res = _layers(path)
+    assert type(res.plan).__name__ != "CachedPlan"
+    assert _stats(res) == _stats(first)
+    _check(res, _expected(path, x))
+    assert sha256(path) == digest  # the user's model file is never written
