@@ -243,3 +243,117 @@ def test_damaged_index_entry_is_a_miss(tmp_path, cache, damage):
     assert _stats(res) == _stats(first)
     _check(res, _expected(path, x))
     assert sha256(path) == digest  # the user's model file is never written
+
+
+class _Recording:
+    """A file object whose reads are recorded: the size each read asks for (a whole-file read: infinity)."""
+
+    def __init__(self, f, sizes: list):
+        self._f, self._sizes = f, sizes
+
+    def read(self, n=-1):
+        self._sizes.append(float("inf") if n is None or n < 0 else n)
+        return self._f.read(n)
+
+    def readinto(self, b):
+        self._sizes.append(memoryview(b).nbytes)
+        return self._f.readinto(b)
+
+    def readall(self):
+        self._sizes.append(float("inf"))
+        return self._f.readall()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._f.close()
+
+    def __getattr__(self, name):
+        return getattr(self._f, name)
+
+
+def _record_reads(monkeypatch, path: Path) -> list:
+    """The sizes of the reads the direct mode (api.lean, runtime.direct) makes of the model file ``path``."""
+    import builtins
+
+    from onnxprobe.api import lean
+    from onnxprobe.runtime import direct
+
+    sizes: list = []
+    real = builtins.open
+
+    def recording(file, *args, **kwargs):
+        f = real(file, *args, **kwargs)
+        return _Recording(f, sizes) if isinstance(file, (str, os.PathLike)) and os.path.realpath(file) == os.path.realpath(path) else f
+
+    monkeypatch.setattr(direct, "open", recording, raising=False)
+    monkeypatch.setattr(lean, "open", recording, raising=False)
+    return sizes
+
+
+def test_model_file_is_read_in_chunks(tmp_path, cache, monkeypatch):
+    """The model file is never held whole: the index lookup reads none of it, writing the entry and serving it read
+    it a chunk at a time (here 4 KiB, for weights of 20 KB each), and the numbers are the model's."""
+    from onnxprobe.api import lean
+    from onnxprobe.runtime import direct
+
+    path = tmp_path / "w.onnx"
+    _weighted(path)
+    monkeypatch.setattr(direct, "CHUNK", 4096, raising=False)
+    sizes = _record_reads(monkeypatch, path)
+    remember = lean._remember
+    monkeypatch.setattr(lean, "_remember", lambda *a: None)
+    x = _layers(path).feed["x"]
+    assert sizes == []  # a miss: no read of the model (a stat, and the index's own small file)
+    monkeypatch.setattr(lean, "_remember", remember)
+    _layers(path)  # a miss again, its entry written
+    assert sizes and max(sizes) <= 4096
+    sizes.clear()
+    res = _layers(path)
+    assert type(res.plan).__name__ == "CachedPlan"
+    assert sizes and max(sizes) <= 4096
+    assert sum(sizes) >= path.stat().st_size  # every byte hashed
+    _check(res, _expected(path, x))
+
+
+def test_moved_or_copied_model_is_its_own_entry(tmp_path, cache):
+    """The index is keyed by the model's path (as given and resolved): a copy elsewhere is a miss, then served from
+    its own entry; the original's entry still serves."""
+    import shutil
+
+    path = tmp_path / "w.onnx"
+    _weighted(path)
+    x = _layers(path).feed["x"]
+    assert type(_layers(path).plan).__name__ == "CachedPlan"
+    copy = tmp_path / "sub" / "w.onnx"
+    copy.parent.mkdir()
+    shutil.copy2(path, copy)
+    first = _layers(copy)
+    assert type(first.plan).__name__ != "CachedPlan"
+    again = _layers(copy)
+    assert type(again.plan).__name__ == "CachedPlan"
+    _check(again, _expected(copy, x))
+    assert type(_layers(path).plan).__name__ == "CachedPlan"
+
+
+def test_model_changed_during_the_run_is_not_indexed(tmp_path, cache, monkeypatch):
+    """The file's modification time changed between the lookup and the end of the normal run (an editor saving it
+    meanwhile): no index entry, whatever its bytes are now."""
+    from onnxprobe.api import core
+
+    path = tmp_path / "w.onnx"
+    _weighted(path)
+    normal = core.layers
+
+    def touching(*args, **kwargs):
+        res = normal(*args, **kwargs)
+        st = path.stat()
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+        return res
+
+    monkeypatch.setattr(core, "layers", touching)
+    _layers(path)
+    monkeypatch.setattr(core, "layers", normal)
+    assert type(_layers(path).plan).__name__ != "CachedPlan"
+    assert type(_layers(path).plan).__name__ == "CachedPlan"

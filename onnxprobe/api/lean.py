@@ -50,10 +50,12 @@ def layers(model: "Model | str | os.PathLike", selection: Selection | None = Non
 
 
 class _Ticket:
-    """A request that may be served: the model file's path, the index key and the request's settings."""
+    """A request that may be served: the model file's path, the index key, the file's state when the request came
+    (``runtime.direct.file_state``: a normal run during which it changed is not indexed) and the request's
+    settings."""
 
-    def __init__(self, path: str, key: str, digest: str, data: bytes, opt_level: str, spec: InputSpec):
-        self.path, self.key, self.digest, self.data, self.opt_level, self.spec = path, key, digest, data, opt_level, spec
+    def __init__(self, path: str, key: str, state: tuple, opt_level: str, spec: InputSpec):
+        self.path, self.key, self.state, self.opt_level, self.spec = path, key, state, opt_level, spec
 
 
 def _ticket(model, selection, config, inputs, save, save_to, max_memory, runtime, runtime_options,
@@ -85,25 +87,24 @@ def _ticket(model, selection, config, inputs, save, save_to, max_memory, runtime
     if not isinstance(path, str):
         return None
     try:
-        with open(path, "rb") as f:  # a regular file only: a FIFO, a device, a folder go the normal way
-            st = os.fstat(f.fileno())
-            if not stat.S_ISREG(st.st_mode) or st.st_size > direct.MAX_FILE:
-                return None
-            data = f.read()
-    except OSError:
+        st = os.stat(path)  # a regular file only: a FIFO, a device, a folder go the normal way
+        real = os.path.realpath(path)
+    except (OSError, ValueError):
         return None
-    digest = direct.file_digest(data)
-    request = {"command": "layers", "path": path, "device": config.device, "opt_level": config.opt_level,
+    if not stat.S_ISREG(st.st_mode) or st.st_size > direct.MAX_FILE:
+        return None
+    # the model by its path, as given and resolved (a copy elsewhere is its own entry), never by its bytes: a
+    # lookup that finds nothing reads none of the file; an entry found is checked against it (runtime.direct.run)
+    request = {"command": "layers", "path": path, "real": real, "device": config.device, "opt_level": config.opt_level,
                "io_binding": config.io_binding,
                "selection": [list(selection.ops), list(selection.names), selection.all, selection.range, selection.include_constants],
                "seed": inputs.seed, "int_range": list(inputs.int_range),
                "shapes": sorted([k, list(v)] for k, v in inputs.shapes.items()), "more": sorted((more or {}).items())}
-    return _Ticket(path, direct.request_key(digest, request), digest, data, config.opt_level, inputs)
+    return _Ticket(path, direct.request_key(request), direct.file_state(st), config.opt_level, inputs)
 
 
 def _served(ticket: _Ticket) -> ProbeResult | None:
-    box, ticket.data = [ticket.data], b""  # freed in the run, once the weights are copied out (a miss reads it again)
-    got = direct.run(ticket.key, box, ticket.opt_level)
+    got = direct.run(ticket.key, ticket.path, ticket.state[0], ticket.opt_level)
     if got is None:
         return None
     plan = CachedPlan(None, got["probes"], ticket.path, list(got["warnings"]))
@@ -118,7 +119,8 @@ def _served(ticket: _Ticket) -> ProbeResult | None:
 def _remember(ticket: _Ticket, res: ProbeResult) -> None:
     """The index entry of a normal run that qualifies: onnxruntime on the CPU, nothing the runtime could not
     return, no values kept, no float16 tensor (the CPU provider's notes about those depend on the values), every
-    input drawn. The file is read again and must hash as it did: a model edited meanwhile gets no entry."""
+    input drawn. The file must be as it was when the request came (size, modification time, inode): a model
+    edited meanwhile gets no entry; ``runtime.direct.entry`` reads it a chunk at a time, never whole."""
     from onnxprobe.runtime.runners.base import fetched
 
     info, plan = res.info, res.plan
@@ -129,14 +131,10 @@ def _remember(ticket: _Ticket, res: ProbeResult) -> None:
            or (p.raw_output and not p.raw_for_stats) for p in plan.probes):
         return
     try:
-        with open(ticket.path, "rb") as f:
-            data = f.read()
-        if direct.file_digest(data) != ticket.digest:
-            return
         host, device, own = fetched(plan, plan.base)
         if device:
             return
-        direct.entry(ticket.key, data, plan.model, plan.weights, list(plan.probes), host, own, res.feed,
+        direct.entry(ticket.key, ticket.path, ticket.state, plan.model, plan.weights, list(plan.probes), host, own, res.feed,
                      ticket.spec.seed, ticket.spec.int_range, list(res.notes), list(plan.warnings),
                      dict(info.runtime_options or {}))
     except (OSError, ValueError):  # only a cache: a run that cannot be indexed is served the normal way
