@@ -280,6 +280,9 @@ class ProbeResult:
     unobserved: dict[str, str] = field(default_factory=dict)  # probed tensors the runtime cannot return -> why
     # the inputs of the run (what histograms and reruns of this result must use again); {} when unknown
     feed: dict[str, np.ndarray] = field(default_factory=dict)
+    # the tensors whose fast in-graph rows could not stand and were summarised again (NaN or Inf, an extreme
+    # range, rows laid out for other dims than they ran with: ``runtime.runners.readback.second_look``)
+    reran: list[str] = field(default_factory=list)
 
     def __repr__(self) -> str:
         stats = sum(1 for v in self.stats.values() if v is not None)

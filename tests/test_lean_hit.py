@@ -357,3 +357,28 @@ def test_model_changed_during_the_run_is_not_indexed(tmp_path, cache, monkeypatc
     monkeypatch.setattr(core, "layers", normal)
     assert type(_layers(path).plan).__name__ != "CachedPlan"
     assert type(_layers(path).plan).__name__ == "CachedPlan"
+
+
+def test_masked_rerun_is_not_indexed(tmp_path, cache, monkeypatch):
+    """A run whose statistics needed the masked rerun (NaN here) gets no index entry: a later run would build and
+    run the lean session only to throw it away and run the normal path again."""
+    from onnxprobe.api import lean
+    from onnxprobe.runtime import direct
+
+    sqrt = tmp_path / "sqrt.onnx"
+    onnx.save(make_model([helper.make_node("Sub", ["x", "h"], ["d"], name="sub"),
+                          helper.make_node("Sqrt", ["d"], ["y"], name="sqrt")],
+                         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [300000])],
+                         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [300000])],
+                         [numpy_helper.from_array(np.array(0.5, np.float32), "h")]), str(sqrt))
+    tried = []
+    real = direct._run
+    monkeypatch.setattr(direct, "_run", lambda *a, **k: tried.append(1) or real(*a, **k))
+    args = (str(sqrt), api.Selection(all=True), api.RunConfig(device="cpu"), api.InputSpec(seed=0))
+    first = api.layers(*args)
+    t = lean._ticket(*args, False, None, None, "ort", None)
+    assert plan_cache.read_entry(t.key) is None
+    second = api.layers(*args)
+    assert tried == []  # no lean session was run
+    x = np.random.default_rng(0).random(300000)
+    assert first.stats["y"].nan == second.stats["y"].nan == int(np.sum(x.astype(np.float32) < 0.5))

@@ -117,14 +117,15 @@ def _served(ticket: _Ticket) -> ProbeResult | None:
 
 
 def _remember(ticket: _Ticket, res: ProbeResult) -> None:
-    """The index entry of a normal run that qualifies: onnxruntime on the CPU, nothing the runtime could not
-    return, no values kept, no float16 tensor (the CPU provider's notes about those depend on the values), every
+    """The index entry of a normal run that qualifies: onnxruntime on the CPU, no row summarised again (the
+    masked rerun of NaN or Inf, which needs the graph), nothing the runtime could not return, no values kept, no float16 tensor (the CPU provider's notes about those depend on the values), every
     input drawn. The file must be as it was when the request came (size, modification time, inode): a model
     edited meanwhile gets no entry; ``runtime.direct.entry`` reads it a chunk at a time, never whole."""
     from onnxprobe.runtime.runners.base import fetched
 
     info, plan = res.info, res.plan
-    if info.runtime != "onnxruntime" or info.device != "cpu" or info.precision or res.arrays or res.unobserved \
+    # rows summarised again (NaN, Inf...: ``ProbeResult.reran``) need the graph: a lean run would be thrown away
+    if res.reran or info.runtime != "onnxruntime" or info.device != "cpu" or info.precision or res.arrays or res.unobserved \
             or plan.base is None or plan.model is None:
         return
     if any(p.ref.dtype in ("float16", "bfloat16") or p.ref.kind not in ("node", "input")

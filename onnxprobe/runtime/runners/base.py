@@ -252,20 +252,24 @@ class GraphRunner(Runner):
                 # the run failed): once more without those declarations, as flat float64 rows
                 self._unlaying = True
                 try:
-                    return self.probe([replace(p.ref, shape=None) if p.ref.name in laid else p.ref for p in plan.probes]
+                    again = self.probe([replace(p.ref, shape=None) if p.ref.name in laid else p.ref for p in plan.probes]
                                       + list(host_refs), feeds, stats=stats, shapes=shapes, raw=raw,
                                       model=without_shapes(base, laid), outputs=outputs, check=check,
                                       extras=all(p.stats_extras for p in plan.probes))
                 finally:
                     self._unlaying = False
+                again.reran = sorted(set(again.reran) | {p.ref.key for p in plan.probes if p.ref.name in laid})
+                return again
             raise err from e
         st, shp, arrays = read_probes(plan.probes, out)
         arrays = without_idle_branches(arrays, base)
+        reran: list[str] = []
         if stats and rerun:
             # rows laid out for dims the run's tensor does not have: a declared shape that the fed values
             # contradicted (a Range to a fed limit: Σ|x| of 2M elements summed in float32 as if of 6, abs_mean
             # off in the 3rd digit); graph.stale_shapes only sees what the input shapes contradict
             moved, bad = second_look(plan.probes, st, shp)
+            reran = [r.key for r in bad]
             if bad:
                 # those are summarised again without the declared shapes: flat float64 rows, right at any size
                 again = self.probe([replace(r, shape=None) if r.name in moved else r for r in bad], feeds, shapes=False,
@@ -287,7 +291,7 @@ class GraphRunner(Runner):
                        session_seconds=self.session_seconds(), run_seconds=seconds, runtime=self.kind,
                        runtime_options=self.runtime_options(), precision=self.inference_precision())
         return ProbeResult(view, info, st, shp, arrays, {n: out[n] for n in own if n in out and outputs},
-                           notes=list(self.notes))
+                           notes=list(self.notes), reran=reran)
 
     def _diagnosed(self, e: ExecutionError, base: onnx.ModelProto, feeds: dict, stacked: list[str] = ()) -> ExecutionError:
         """A probed copy's failed run, told apart: the model run as it is, on the same feeds, fails too
