@@ -382,3 +382,29 @@ def test_masked_rerun_is_not_indexed(tmp_path, cache, monkeypatch):
     assert tried == []  # no lean session was run
     x = np.random.default_rng(0).random(300000)
     assert first.stats["y"].nan == second.stats["y"].nan == int(np.sum(x.astype(np.float32) < 0.5))
+
+
+def test_lean_and_normal_runs_share_one_run_core(tmp_path, cache, monkeypatch):
+    """A served run and a normal one go through one IOBinding run (runtime.ort_options.run_with_binding, onnx-free):
+    nothing logged below fatal, the CPU arena's blocks given back at the end."""
+    from onnxprobe.runtime import ort_options
+
+    seen = []
+    real = ort_options.run_with_binding
+
+    def recording(ort, sess, binding, **kw):
+        seen.append(kw)
+        return real(ort, sess, binding, **kw)
+
+    monkeypatch.setattr(ort_options, "run_with_binding", recording)
+    path = tmp_path / "w.onnx"
+    _weighted(path)
+    first = _layers(path)
+    assert seen and all(kw["shrink"] for kw in seen)
+    seen.clear()
+    second = _layers(path)
+    assert type(second.plan).__name__ == "CachedPlan" and len(seen) == 1 and seen[0]["shrink"]
+    assert _stats(second) == _stats(first)
+    options = ort_options.run_options(ort_options.ort_module(), shrink=True)
+    assert options.log_severity_level == 4
+    assert options.get_run_config_entry("memory.enable_memory_arena_shrinkage") == "cpu:0"

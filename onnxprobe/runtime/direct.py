@@ -405,24 +405,17 @@ def _interruptibly(fn):
 
 
 def _run(ort, sess, feeds: dict, names: list[str]) -> tuple[dict, float]:
-    """One run with IOBinding, as ``runtime.ort.run_bound`` makes a statistics run on the CPU: inputs bound in
-    place, every output to the host, the arena's blocks given back at the end."""
+    """One run with IOBinding, as ``runtime.ort.run_bound`` makes a statistics run on the CPU (the same core,
+    ``runtime.ort_options.run_with_binding``): inputs bound in place, every output to the host, the arena's blocks
+    given back at the end."""
+    from onnxprobe.runtime import ort_options
+
     binding = sess.io_binding()
     for name, value in feeds.items():
         binding.bind_cpu_input(name, np.require(value, requirements="C"))
     for name in names:
         binding.bind_output(name, "cpu")
-    options = ort.RunOptions()
-    options.log_severity_level = 4
-    options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
-    t0 = time.perf_counter()
-    if owns_the_process():
-        from onnxprobe.runtime.interrupt import call_interruptibly
-
-        call_interruptibly(sess.run_with_iobinding, binding, options, on_interrupt=lambda: setattr(options, "terminate", True))
-    else:
-        sess.run_with_iobinding(binding, options)
-    seconds = time.perf_counter() - t0
+    seconds = ort_options.run_with_binding(ort, sess, binding, shrink=True, interruptible=owns_the_process())
     return {n: v.numpy() for n, v in zip(names, binding.get_outputs())}, seconds
 
 

@@ -25,6 +25,7 @@ from onnxprobe.graph.builder import opset_version
 from onnxprobe.graph.io import is_large, save_beside
 from onnxprobe.memory import return_freed_memory, trim, unpark
 from onnxprobe.runtime.arrays import narrow_buffer
+from onnxprobe.runtime import ort_options
 from onnxprobe.runtime.interrupt import call_interruptibly
 from onnxprobe.runtime.ort_options import (  # noqa: F401 (re-exported: where every caller has them from)
     DEVICES, OPT_LEVELS, check_opt_level, ort_module, providers_for, session_options,
@@ -322,22 +323,12 @@ def run_bound(session: Session, feeds: dict, host_outputs: list[str], device_out
         binding.bind_output(name, "cpu")
     for name in device_outputs:
         binding.bind_output(name, dev)
-    options = ort.RunOptions()
-    options.log_severity_level = 4
-    if session.arena and shrink:  # the arena's blocks go back at the end of the run: none left under a later session's peak
-        options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
-    t0 = time.perf_counter()
-    try:
-        if interruptible:
-            call_interruptibly(sess.run_with_iobinding, binding, options,
-                               on_interrupt=lambda: setattr(options, "terminate", True))
-        else:
-            sess.run_with_iobinding(binding, options)
+    try:  # (the arena's blocks go back at the end of the run: none left under a later session's peak)
+        seconds = ort_options.run_with_binding(ort, sess, binding, shrink=session.arena and shrink, interruptible=interruptible)
     except KeyboardInterrupt:
         raise
     except Exception as e:  # noqa: BLE001
         raise ExecutionError(explain_ort_error(str(e), session.device)) from e
-    seconds = time.perf_counter() - t0
     names = list(host_outputs) + list(device_outputs)
     values = binding.get_outputs()
     on_device = set(device_outputs) if keep_on_device else set()

@@ -1,12 +1,13 @@
 """onnxruntime's settings, without onnx: the module, the optimisation levels and devices by name, the providers of a
-device and the SessionOptions of every session onnxprobe builds (``session_options``). ``runtime.ort`` builds its
-sessions with these, and so does a cached ``layers`` run (``runtime.direct``), which never imports onnx: both run
-a probed copy the same way.
+device, the SessionOptions of every session onnxprobe builds (``session_options``) and the one IOBinding run of a
+session (``run_with_binding``). ``runtime.ort`` builds and runs its sessions with these, and so does a cached
+``layers`` run (``runtime.direct``), which never imports onnx: both run a probed copy the same way.
 """
 
 from __future__ import annotations
 
 import functools
+import time
 
 from onnxprobe.errors import UsageError, debug_enabled, owns_the_process, setting_error
 from onnxprobe.text import as_word
@@ -90,3 +91,29 @@ def session_options(ort, *, opt_level: str = "off", arena: bool = False, threads
     if threads:
         so.intra_op_num_threads = threads
     return so
+
+
+def run_options(ort, *, shrink: bool):
+    """The RunOptions of a run: nothing logged below fatal; ``shrink``: the CPU arena's blocks given back at the
+    end of the run (none left under a later session's peak)."""
+    options = ort.RunOptions()
+    options.log_severity_level = 4
+    if shrink:
+        options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
+    return options
+
+
+def run_with_binding(ort, sess, binding, *, shrink: bool, interruptible: bool) -> float:
+    """Run ``sess`` with IOBinding ``binding`` (its inputs and outputs bound: ``runtime.ort.run_bound``,
+    ``runtime.direct``), with ``run_options``; ``interruptible``: a Ctrl-C stops the run between two nodes
+    (``runtime.interrupt``) and raises KeyboardInterrupt. The run's seconds; onnxruntime's errors as it raises
+    them (the caller words them)."""
+    options = run_options(ort, shrink=shrink)
+    t0 = time.perf_counter()
+    if interruptible:
+        from onnxprobe.runtime.interrupt import call_interruptibly
+
+        call_interruptibly(sess.run_with_iobinding, binding, options, on_interrupt=lambda: setattr(options, "terminate", True))
+    else:
+        sess.run_with_iobinding(binding, options)
+    return time.perf_counter() - t0
