@@ -408,3 +408,35 @@ def test_lean_and_normal_runs_share_one_run_core(tmp_path, cache, monkeypatch):
     options = ort_options.run_options(ort_options.ort_module(), shrink=True)
     assert options.log_severity_level == 4
     assert options.get_run_config_entry("memory.enable_memory_arena_shrinkage") == "cpu:0"
+
+
+def test_api_layers_has_core_layers_signature():
+    """api.layers (api.lean.layers) takes what core.layers takes, by the same names, kinds, defaults and hints (no
+    ``**more``: an editor, help() and a type checker show every parameter)."""
+    import inspect
+
+    from onnxprobe.api import core, lean
+
+    def described(fn):
+        return [(p.name, p.kind, p.default, str(p.annotation).strip("'\"")) for p in inspect.signature(fn).parameters.values()]
+
+    assert described(lean.layers) == described(core.layers)
+    assert str(inspect.signature(lean.layers).return_annotation) == str(inspect.signature(core.layers).return_annotation)
+
+
+def test_extras_is_part_of_the_request(tmp_path, cache):
+    """extras=True given is the default's request (served from its entry); extras=False after a cached extras=True
+    run: not served from that run's entry (extras is part of the key), then served from its own, as the normal
+    run gave it."""
+    path = tmp_path / "w.onnx"
+    _weighted(path)
+    args = (str(path), api.Selection(all=True), api.RunConfig(device="cpu"), api.InputSpec(seed=4))
+    full = api.layers(*args)
+    assert type(api.layers(*args, extras=True).plan).__name__ == "CachedPlan"  # the default, said: the same request
+    light = api.layers(*args, extras=False)
+    assert type(light.plan).__name__ != "CachedPlan"
+    again = api.layers(*args, extras=False)
+    assert type(again.plan).__name__ == "CachedPlan"
+    assert {n: (s.abs_mean, s.zero_fraction) for n, s in again.stats.items() if s is not None} \
+        == {n: (s.abs_mean, s.zero_fraction) for n, s in light.stats.items() if s is not None}
+    assert full.stats.keys() == again.stats.keys()

@@ -26,16 +26,15 @@ if TYPE_CHECKING:
 __all__ = ["layers"]
 
 
-def layers(model: "Model | str | os.PathLike", selection: Selection | None = None, config: RunConfig | None = None,
+def layers(model: Model | str | os.PathLike, selection: Selection | None = None, config: RunConfig | None = None,
            inputs: InputSpec | None = None, *, save: bool = False, save_to: str | os.PathLike | None = None,
-           max_memory: int | None = None, progress: "Progress | None" = None, runtime: str = "ort",
-           runtime_options: dict[str, str] | None = None, **more: object) -> ProbeResult:
+           max_memory: int | None = None, progress: Progress | None = None, runtime: str = "ort",
+           runtime_options: dict[str, str] | None = None, extras: bool = True) -> ProbeResult:
     """What ``onnxprobe layers`` does: the statistics of every selected tensor, computed in the graph
     (``core.layers``, which documents every argument). A repeated request on a model file is served from the
     plan cache without onnx (this module's docstring)."""
-    # ``more``: core.layers' other keywords (``extras``: what the plan computes), passed on and part of the request
-    ticket = None if not all(isinstance(v, bool) for v in more.values()) else _ticket(
-        model, selection, config, inputs, save, save_to, max_memory, runtime, runtime_options, more)
+    ticket = None if type(extras) is not bool else _ticket(  # another value: the normal path says what is wrong
+        model, selection, config, inputs, save, save_to, max_memory, runtime, runtime_options, extras)
     if ticket is not None:
         served = _served(ticket)
         if served is not None:
@@ -43,7 +42,7 @@ def layers(model: "Model | str | os.PathLike", selection: Selection | None = Non
     from onnxprobe.api.core import layers as normal
 
     res = normal(model, selection, config, inputs, save=save, save_to=save_to, max_memory=max_memory,
-                 progress=progress, runtime=runtime, runtime_options=runtime_options, **more)
+                 progress=progress, runtime=runtime, runtime_options=runtime_options, extras=extras)
     if ticket is not None:
         _remember(ticket, res)
     return res
@@ -59,7 +58,7 @@ class _Ticket:
 
 
 def _ticket(model, selection, config, inputs, save, save_to, max_memory, runtime, runtime_options,
-            more: dict | None = None) -> _Ticket | None:
+            extras: bool = True) -> _Ticket | None:
     """The request as it stands before any model is read, when one that ``runtime.direct`` can serve; None
     for anything else (what the module's docstring lists)."""
     if not isinstance(model, (str, os.PathLike)) or runtime != "ort" or runtime_options or save is not False \
@@ -99,7 +98,7 @@ def _ticket(model, selection, config, inputs, save, save_to, max_memory, runtime
                "io_binding": config.io_binding,
                "selection": [list(selection.ops), list(selection.names), selection.all, selection.range, selection.include_constants],
                "seed": inputs.seed, "int_range": list(inputs.int_range),
-               "shapes": sorted([k, list(v)] for k, v in inputs.shapes.items()), "more": sorted((more or {}).items())}
+               "shapes": sorted([k, list(v)] for k, v in inputs.shapes.items()), "extras": extras}
     return _Ticket(path, direct.request_key(request), direct.file_state(st), config.opt_level, inputs)
 
 
