@@ -380,3 +380,28 @@ def op_types(values: tuple[str, ...]) -> tuple[str, ...]:
             if op.strip() not in out:
                 out.append(op.strip())
     return tuple(out)
+
+
+Progress = Callable[[int, int], object]  # progress(done, total), called as the work goes on
+
+
+@dataclass
+class Model:
+    """A loaded model (``graph.model.load``; ``graph.model.Model``, which ``api.Model`` is, adds ``Model.of``,
+    which needs onnx): defined here, without onnx, for what names it but needs none (``api.lean``).
+    ``proto``: the model as read, with shape inference's value_info filled in (nothing else changed but a
+    domain imported twice, collapsed to the import onnxruntime runs with);
+    ``source``: the path (or a label); ``warnings``: what loading had to say (shape inference degraded...)."""
+
+    proto: Any  # onnx.ModelProto
+    source: str
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def inferred(self) -> Any:
+        """The annotated model (the same object as ``proto``)."""
+        return self.proto
+
+    @property
+    def name(self) -> str:
+        return os.path.basename(self.source)

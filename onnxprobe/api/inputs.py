@@ -10,7 +10,7 @@ hand; a wrong kind of value is one UsageError here, never an AttributeError from
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple, Union
 
 import numpy as np
@@ -32,7 +32,7 @@ from onnxprobe.runtime.feeds import model_inputs as _model_inputs
 from onnxprobe.text import clean, one_line, quote
 from onnxprobe.graph.select import Selection
 from onnxprobe.api.spec import INPUTS, PATH, input_spec, parse_int_range, protect_inputs, read_given, what_came  # noqa: F401 (re-exported)
-from onnxprobe.types import InputSpec, ProbeResult, RunConfig, check_bool
+from onnxprobe.types import InputSpec, ProbeResult, Progress, RunConfig, check_bool
 
 __all__ = ["check_shape", "feed_digest", "has_statistics", "input_spec", "GivenInputs", "given_inputs", "read_inputs", "named_by_position", "parse_int_range", "parse_size", "parse_dims", "parse_shape_overrides", "parse_input_files", "read_array",
            "read_npz", "read_map", "save_npz", "Feeds", "ModelInput", "model_inputs", "check_value", "load", "as_model", "proto_of",
@@ -40,7 +40,6 @@ __all__ = ["check_shape", "feed_digest", "has_statistics", "input_spec", "GivenI
            "as_ray", "as_dataset", "protect_inputs", "as_result", "as_probe_result", "what_came"]
 
 ModelLike = Union[Model, str, os.PathLike, onnx.ModelProto]  # what every function that takes a model takes
-Progress = Callable[[int, int], object]  # progress(done, total), called as the work goes on
 # what vs_torch and the torch functions take: a torch.nn.Module (Any: torch, an optional extra, is imported only
 # inside onnxprobe.torch's functions), a (module, example args) tuple or "FILE.py:FUNC"
 TorchLike = Union[Any, tuple, str, os.PathLike]

@@ -14,14 +14,9 @@ from __future__ import annotations
 
 import os
 import stat
-from typing import TYPE_CHECKING
 
 from onnxprobe.runtime import direct, plan_cache
-from onnxprobe.types import InputSpec, ProbePlan, ProbeResult, RunConfig, RunInfo, Selection
-
-if TYPE_CHECKING:
-    from onnxprobe.api.inputs import Progress
-    from onnxprobe.graph.model import Model
+from onnxprobe.types import InputSpec, Model, ProbePlan, ProbeResult, Progress, RunConfig, RunInfo, Selection
 
 __all__ = ["layers"]
 

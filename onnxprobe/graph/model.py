@@ -8,7 +8,6 @@ rewrite a model (expose, mark, attach_backward...) copy it first and never touch
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 
 import onnx
 
@@ -17,26 +16,12 @@ from onnxprobe.graph.extents import all_tensors
 from onnxprobe.graph.io import check_graph, ir_notes, load_model
 from onnxprobe.graph.shapes import annotate
 from onnxprobe.text import clip, controls, quote
+from onnxprobe.types import Model as LoadedModel
 
 
-@dataclass
-class Model:
-    """``proto``: the model as read, with shape inference's value_info filled in (nothing else changed but a
-    domain imported twice, collapsed to the import onnxruntime runs with);
-    ``source``: the path (or a label); ``warnings``: what loading had to say (shape inference degraded...)."""
-
-    proto: onnx.ModelProto
-    source: str
-    warnings: list[str] = field(default_factory=list)
-
-    @property
-    def inferred(self) -> onnx.ModelProto:
-        """The annotated model (the same object as ``proto``)."""
-        return self.proto
-
-    @property
-    def name(self) -> str:
-        return os.path.basename(self.source)
+class Model(LoadedModel):
+    """``types.Model`` (its fields: the model as read and annotated, its source, what loading had to say), and
+    ``Model.of`` for an in-memory ModelProto."""
 
     @classmethod
     def of(cls, proto: onnx.ModelProto, source: str, warnings: list[str] | None = None) -> "Model":
