@@ -289,6 +289,13 @@ def _record_reads(monkeypatch, path: Path) -> list:
 
     monkeypatch.setattr(direct, "open", recording, raising=False)
     monkeypatch.setattr(lean, "open", recording, raising=False)
+    opened = direct._open_regular  # how runtime.direct opens the model file (without waiting on a FIFO)
+
+    def recording_regular(file):
+        f = opened(file)
+        return _Recording(f, sizes) if os.path.realpath(file) == os.path.realpath(path) else f
+
+    monkeypatch.setattr(direct, "_open_regular", recording_regular)
     return sizes
 
 
@@ -440,3 +447,20 @@ def test_extras_is_part_of_the_request(tmp_path, cache):
     assert {n: (s.abs_mean, s.zero_fraction) for n, s in again.stats.items() if s is not None} \
         == {n: (s.abs_mean, s.zero_fraction) for n, s in light.stats.items() if s is not None}
     assert full.stats.keys() == again.stats.keys()
+
+
+def test_a_fifo_swapped_in_is_refused_without_waiting_for_a_writer(tmp_path):
+    """The served run and the entry writer open the model file after a stat: a FIFO put there since must not
+    block the run waiting for a writer (a test suite hung there)."""
+    import os
+
+    from onnxprobe.runtime import direct
+
+    fifo = tmp_path / "m.onnx"
+    os.mkfifo(fifo)
+    with pytest.raises(OSError):
+        direct._open_regular(str(fifo))
+    regular = tmp_path / "r.onnx"
+    regular.write_bytes(b"abc")
+    with direct._open_regular(str(regular)) as f:
+        assert f.read() == b"abc"

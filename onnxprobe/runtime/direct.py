@@ -25,6 +25,7 @@ time, hashed as it passes, each weight's bytes copied out (``run``) or checked (
 from __future__ import annotations
 
 import os
+import stat
 import time
 from dataclasses import asdict
 from typing import TYPE_CHECKING
@@ -260,7 +261,7 @@ def entry(key: str, path: str, before: tuple, plan_model: "onnx.ModelProto", wei
         return False
     sk = skeleton(plan_model, constants=True)
     held = stubs(sk)
-    with open(path, "rb") as f:
+    with _open_regular(path) as f:
         if file_state(os.fstat(f.fileno())) != tuple(before):
             return False
         extents = weight_extents(_FileBytes(f, size)) if held else {}
@@ -353,7 +354,7 @@ def run(key: str, path: str, size: int, opt_level: str) -> dict | None:
             weights[start:start + chunk.size] = chunk
             return True
 
-        with open(path, "rb") as f:
+        with _open_regular(path) as f:
             if _stream(f, size, moves, copy) != meta["file"]["digest"]:
                 return None  # another file now: the normal path, whose entry replaces this one
         feeds = draw([(n, d, tuple(s)) for n, d, s in meta["recipe"]], meta["seed"], tuple(meta["int_range"]))
@@ -386,6 +387,19 @@ def run(key: str, path: str, size: int, opt_level: str) -> dict | None:
             "feeds": feeds, "providers": list(sess.get_providers()), "session_seconds": session_seconds,
             "run_seconds": seconds, "notes": meta["notes"], "warnings": meta["warnings"],
             "runtime_options": {str(k): str(v) for k, v in meta["runtime_options"].items()}, "skeleton": skel}
+
+
+def _open_regular(path: str):
+    """``path`` opened for reading when it is a regular file (OSError otherwise): opened without blocking, so
+    that a FIFO swapped in since the caller's stat never waits for a writer, then checked."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path}: not a regular file")
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "rb")
 
 
 def aligned(n: int) -> np.ndarray:
