@@ -464,3 +464,19 @@ def test_a_fifo_swapped_in_is_refused_without_waiting_for_a_writer(tmp_path):
     regular.write_bytes(b"abc")
     with direct._open_regular(str(regular)) as f:
         assert f.read() == b"abc"
+
+
+def test_another_onnxruntime_or_numpy_is_another_entry(tmp_path, cache, monkeypatch):
+    """The first run's notes can depend on onnxruntime (an IR version it had to lower) and its inputs on numpy's
+    generator: an entry written under other versions is not served."""
+    import onnxruntime
+
+    path = tmp_path / "w.onnx"
+    _weighted(path)
+    _layers(path)
+    assert type(_layers(path).plan).__name__ == "CachedPlan"
+    monkeypatch.setattr(onnxruntime, "__version__", "0.0.1")
+    assert type(_layers(path).plan).__name__ != "CachedPlan"  # a miss, its own entry written
+    assert type(_layers(path).plan).__name__ == "CachedPlan"
+    monkeypatch.setattr(np, "__version__", "0.0.2")
+    assert type(_layers(path).plan).__name__ != "CachedPlan"

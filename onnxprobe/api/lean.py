@@ -15,6 +15,8 @@ from __future__ import annotations
 import os
 import stat
 
+import numpy as np
+
 from onnxprobe.runtime import direct, plan_cache
 from onnxprobe.types import InputSpec, Model, ProbePlan, ProbeResult, Progress, RunConfig, RunInfo, Selection
 
@@ -93,7 +95,10 @@ def _ticket(model, selection, config, inputs, save, save_to, max_memory, runtime
                "io_binding": config.io_binding,
                "selection": [list(selection.ops), list(selection.names), selection.all, selection.range, selection.include_constants],
                "seed": inputs.seed, "int_range": list(inputs.int_range),
-               "shapes": sorted([k, list(v)] for k, v in inputs.shapes.items()), "extras": extras}
+               "shapes": sorted([k, list(v)] for k, v in inputs.shapes.items()), "extras": extras,
+               # what the first run's notes and draws came from: another onnxruntime may read the model otherwise
+               # (an IR version it lowered), another numpy draw other inputs
+               "onnxruntime": ort_module().__version__, "numpy": np.__version__}
     return _Ticket(path, direct.request_key(request), direct.file_state(st), config.opt_level, inputs)
 
 
