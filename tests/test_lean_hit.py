@@ -59,6 +59,16 @@ def _twice(tmp_path: Path, *args: str) -> tuple[tuple, tuple]:
     return runs[0], runs[1]
 
 
+def _save_sqrt_of_shifted(path) -> None:
+    """Sqrt(x - 0.5) over 300,000 elements: NaN for the seed's draws below 0.5, in tensors too big to be
+    summarised on the host."""
+    onnx.save(make_model([helper.make_node("Sub", ["x", "h"], ["d"], name="sub"),
+                          helper.make_node("Sqrt", ["d"], ["y"], name="sqrt")],
+                         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [300000])],
+                         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [300000])],
+                         [numpy_helper.from_array(np.array(0.5, np.float32), "h")]), str(path))
+
+
 @pytest.mark.parametrize("sel", [[], ["--all"]], ids=["default", "all"])
 @pytest.mark.parametrize("name", SAMPLE_NAMES)
 def test_second_run_is_lean_and_identical(tmp_path, name, sel):
@@ -105,11 +115,7 @@ def test_nan_statistics_fall_back(tmp_path):
     # seeded random inputs: Sqrt(x - 0.5) of x in [0, 1) holds NaN, in tensors too big to be summarised on the host
     # (whose statistics are exact whatever they hold, and are served)
     sqrt = tmp_path / "sqrt.onnx"
-    onnx.save(make_model([helper.make_node("Sub", ["x", "h"], ["d"], name="sub"),
-                          helper.make_node("Sqrt", ["d"], ["y"], name="sqrt")],
-                         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [300000])],
-                         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [300000])],
-                         [numpy_helper.from_array(np.array(0.5, np.float32), "h")]), str(sqrt))
+    _save_sqrt_of_shifted(sqrt)
     first, second = _twice(tmp_path, str(sqrt), "--all")
     assert second[:3] == first[:3] and second[3]
     x = np.random.default_rng(0).random(300000)  # (numpy's own draw: the seed's values, independently of onnxprobe)
@@ -373,11 +379,7 @@ def test_masked_rerun_is_not_indexed(tmp_path, cache, monkeypatch):
     from onnxprobe.runtime import direct
 
     sqrt = tmp_path / "sqrt.onnx"
-    onnx.save(make_model([helper.make_node("Sub", ["x", "h"], ["d"], name="sub"),
-                          helper.make_node("Sqrt", ["d"], ["y"], name="sqrt")],
-                         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [300000])],
-                         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [300000])],
-                         [numpy_helper.from_array(np.array(0.5, np.float32), "h")]), str(sqrt))
+    _save_sqrt_of_shifted(sqrt)
     tried = []
     real = direct._run
     monkeypatch.setattr(direct, "_run", lambda *a, **k: tried.append(1) or real(*a, **k))
