@@ -482,3 +482,30 @@ def test_another_onnxruntime_or_numpy_is_another_entry(tmp_path, cache, monkeypa
     assert type(_layers(path).plan).__name__ == "CachedPlan"
     monkeypatch.setattr(np, "__version__", "0.0.2")
     assert type(_layers(path).plan).__name__ != "CachedPlan"
+
+
+def test_weights_stored_as_float_data_are_served(tmp_path, cache):
+    """Weights written as packed float_data (Paddle2ONNX's exports: PP-OCR's classifier) are the tensor's own
+    bytes in the file too: served lean (a Constant's value and an initializer, both big enough to be stubs), with
+    the model's numbers."""
+    rng = np.random.default_rng(3)
+    w, b = rng.standard_normal((64, 128)).astype(np.float32), rng.standard_normal((512, 128)).astype(np.float32)
+    path = tmp_path / "fd.onnx"
+    onnx.save(make_model([helper.make_node("Constant", [], ["w"], value=helper.make_tensor("wv", TensorProto.FLOAT, w.shape, w.ravel().tolist())),
+                          helper.make_node("MatMul", ["x", "w"], ["y"], name="mm"),
+                          helper.make_node("Add", ["y", "b"], ["yb"], name="add"),
+                          helper.make_node("Relu", ["yb"], ["z"], name="relu")],
+                         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [512, 64])],
+                         [helper.make_tensor_value_info("z", TensorProto.FLOAT, [512, 128])],
+                         [helper.make_tensor("b", TensorProto.FLOAT, b.shape, b.ravel().tolist())]), str(path))
+    m = onnx.load(str(path))
+    assert not m.graph.node[0].attribute[0].t.raw_data and not m.graph.initializer[0].raw_data  # really float_data
+    first = _layers(path)
+    second = _layers(path)
+    assert type(second.plan).__name__ == "CachedPlan"
+    x = first.feed["x"].astype(np.float64)
+    want = np.maximum(x @ w.astype(np.float64) + b, 0)
+    got = second.stats["z"]
+    assert got.min == pytest.approx(want.min(), abs=1e-6) and got.max == pytest.approx(want.max(), rel=1e-5)
+    assert got.mean == pytest.approx(want.mean(), rel=1e-5) and got.std == pytest.approx(want.std(), rel=1e-4)
+    assert {r.name: s.mean for r, s in first.rows()} == {r.name: s.mean for r, s in second.rows()}

@@ -9,7 +9,7 @@ It records the model file it was made from (size, modification time, digest) and
 could not compute without onnx:
 
 - the probed copy as a skeleton whose stubs point into one in-memory external-data file (``LOCATION``): the
-  weights' bytes taken from the model file (the offset and length of each one's raw_data, found by a walk of the
+  weights' bytes taken from the model file (the offset and length of each one's data, ``_DATA_FIELDS``, found by a walk of the
   file's protobuf wire format, ``weight_extents``; ``moves``), each at an ``ALIGN`` boundary;
 - the probes as ``plan_cache`` stores them, the graph outputs to fetch, the inputs' recipe (name, numpy dtype,
   shape, drawn from one generator of the seed: ``runtime.random_inputs.draw``), and the notes and warnings
@@ -166,14 +166,22 @@ def _fields(b, start: int, end: int):
             raise ValueError("field past its message")
 
 
+# TensorProto's fields whose bytes in the file are the tensor's own little-endian bytes: raw_data, and float_data
+# and double_data packed (fixed-width floats, as proto3 writes a repeated float: Paddle2ONNX's exports store their
+# weights so); int32_data and int64_data are varints, whose bytes are not the values'
+_DATA_FIELDS = (9, 4, 10)
+
+
 def _tensor(b, start: int, end: int) -> tuple[str | None, tuple[int, int] | None, bool]:
-    """A TensorProto's (name, (offset, length) of its raw_data, whether its data lie elsewhere: data_location or
-    external_data); a raw_data given twice is not served (protobuf keeps the last)."""
+    """A TensorProto's (name, (offset, length) of its data's bytes: raw_data, or float_data / double_data packed,
+    whether its data lie elsewhere: data_location or external_data); data given twice (two such fields, or one
+    repeated: protobuf keeps the last, or joins them) is not served. Every extent is checked against the tensor the
+    normal path read (``entry``): these are where its bytes may be, never taken on trust."""
     name, raw, elsewhere = None, None, False
     for num, wt, a, z in _fields(b, start, end):
         if num == 8 and wt == 2:
             name = bytes(b[a:z]).decode("utf-8", "surrogateescape")
-        elif num == 9 and wt == 2:
+        elif num in _DATA_FIELDS and wt == 2:
             if raw is not None:
                 return name, None, True
             raw = (a, z - a)
@@ -183,7 +191,7 @@ def _tensor(b, start: int, end: int) -> tuple[str | None, tuple[int, int] | None
 
 
 def _constant(b, start: int, end: int) -> tuple[str | None, tuple[int, int] | None]:
-    """A main-graph Constant node's (first output, its ``value`` tensor's raw_data extent), else (None, None)."""
+    """A main-graph Constant node's (first output, its ``value`` tensor's data extent: ``_tensor``), else (None, None)."""
     outputs, op, value = [], None, None
     for num, wt, a, z in _fields(b, start, end):
         if num == 2 and wt == 2:
@@ -205,7 +213,7 @@ def _constant(b, start: int, end: int) -> tuple[str | None, tuple[int, int] | No
 
 def weight_extents(data) -> dict[str, tuple[int, int]] | None:
     """Name -> (offset, length) in the model file's bytes ``data`` (bytes, or an open file's: ``_FileBytes``) of the
-    raw_data of every main-graph initializer and main-graph Constant value stored inline as raw_data (by its node's
+    data of every main-graph initializer and main-graph Constant value stored inline (``_DATA_FIELDS``; by its node's
     first output, as ``graph.skeleton`` names its stubs); None where the bytes cannot be walked (no graph, a graph
     given twice)."""
     b = data if isinstance(data, _FileBytes) else memoryview(data)
@@ -246,7 +254,7 @@ def entry(key: str, path: str, before: tuple, plan_model: "onnx.ModelProto", wei
     result's ``probes`` in their order, the graph ``outputs`` its run fetched (the model's own among them: ``own``),
     its ``feed`` (every input drawn from ``seed`` and ``int_range``), and the ``notes`` and ``warnings`` it
     printed. False where the run cannot be served so: the file changed since ``before`` (or while it is read), a
-    weight not stored as raw_data in the file or not the bytes the run used, inputs the recipe does not make
+    weight not stored in the file as its own bytes (``_DATA_FIELDS``) or not the bytes the run used, inputs the recipe does not make
     again. The file is read a CHUNK at a time, hashed, each stub's bytes compared with its tensor as they pass."""
     from onnxprobe.graph.skeleton import raw_bytes, skeleton, stubs
 
