@@ -509,3 +509,22 @@ def test_weights_stored_as_float_data_are_served(tmp_path, cache):
     assert got.min == pytest.approx(want.min(), abs=1e-6) and got.max == pytest.approx(want.max(), rel=1e-5)
     assert got.mean == pytest.approx(want.mean(), rel=1e-5) and got.std == pytest.approx(want.std(), rel=1e-4)
     assert {r.name: s.mean for r, s in first.rows()} == {r.name: s.mean for r, s in second.rows()}
+
+
+def test_a_served_run_reads_the_malloc_setting_as_the_normal_path_does(tmp_path, cache, monkeypatch):
+    """The normal path fixes malloc's mmap threshold (memory.return_freed_memory, $ONNXPROBE_MMAP_THRESHOLD) before
+    its session; a served run did not, so a bad setting passed without a word once the request was cached."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    path = tmp_path / "w.onnx"
+    _weighted(path)
+    env = {**os.environ, "ONNXPROBE_CACHE_DIR": str(cache), "PYTHONPATH": str(ROOT)}
+    for _ in range(2):
+        assert subprocess.run([sys.executable, "-m", "onnxprobe", "layers", str(path)], capture_output=True,
+                              cwd=ROOT, env=env).returncode == 0
+    r = subprocess.run([sys.executable, "-m", "onnxprobe", "layers", str(path)], capture_output=True, text=True,
+                       cwd=ROOT, env={**env, "ONNXPROBE_MMAP_THRESHOLD": "abc"})
+    assert r.returncode == 2 and "ONNXPROBE_MMAP_THRESHOLD" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from onnxprobe.errors import owns_the_process
+from onnxprobe.memory import return_freed_memory, unpark
 from onnxprobe.runtime import plan_cache
 from onnxprobe.runtime.random_inputs import draw
 from onnxprobe.runtime.runners.readback import host_statistics, read_probes, second_look
@@ -353,6 +354,10 @@ def run(key: str, path: str, size: int, opt_level: str) -> dict | None:
             return None
         if any(p.ref.kind not in ("node", "input") for p in probes):
             return None
+        # the process's malloc as the normal path sets it before its session (memory.return_freed_memory: its
+        # $ONNXPROBE_MMAP_THRESHOLD read, a bad one refused there in its words), here before the weights' buffer
+        unpark()
+        return_freed_memory()
         # the weights' bytes, each at an ALIGN boundary, in one buffer onnxruntime reads them from in place (CPU)
         weights = aligned(meta["packed"])
         moves = meta["moves"]
