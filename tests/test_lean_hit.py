@@ -20,7 +20,7 @@ from onnx.reference import ReferenceEvaluator
 
 from conftest import SAMPLE_NAMES, make_model, nan_model, sample_path, sha256
 from onnxprobe import api
-from onnxprobe.runtime import plan_cache
+from onnxprobe.runtime import model_file, plan_cache
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -195,10 +195,15 @@ def test_served_from_the_files_weights(tmp_path, cache):
     assert numpy_helper.to_array(next(t for t in second.plan.model.graph.initializer if t.name == "w")).shape == (64, 80)
 
 
-@pytest.mark.parametrize("which", ["w", "cval"])
-def test_edited_model_is_not_served_stale(tmp_path, cache, which):
+@pytest.mark.parametrize("trusting", [False, True], ids=["hashed", "stat-trusted"])
+@pytest.mark.parametrize("which", ["w", "cval", "op"])
+def test_edited_model_is_not_served_stale(tmp_path, cache, monkeypatch, which, trusting):
     """One weight byte changed after the index entry was written, with the same size and modification time: the
-    statistics are the edited model's (the key hashes the file's bytes)."""
+    statistics are the edited model's (the entry's digest, or, where the file's status is trusted instead of a
+    hash (``stat-trusted``: as for a file last changed long before its entry), its change time, which the edit
+    and os.utime moved)."""
+    if trusting:  # every entry as if recorded long after the file's last change
+        monkeypatch.setattr(model_file, "RACY_NS", -10**18)
     path = tmp_path / "w.onnx"
     _weighted(path)
     x = _layers(path).feed["x"]
@@ -206,10 +211,14 @@ def test_edited_model_is_not_served_stale(tmp_path, cache, which):
     original = _expected(path, x)
     st = path.stat()
     data = bytearray(path.read_bytes())
-    t = onnx.load(str(path))
-    tensor = (t.graph.initializer[0] if which == "w" else t.graph.node[2].attribute[0].t)
-    at = bytes(data).index(tensor.raw_data) + 4 * 7 + 3  # the high byte of element 7: a change that shows
-    data[at] ^= 0x40
+    if which == "op":  # the graph itself (what the entry's probed copy holds, never read from the file again)
+        assert data.count(b"Relu") == 1
+        data = bytearray(bytes(data).replace(b"Relu", b"Tanh"))
+    else:
+        t = onnx.load(str(path))
+        tensor = (t.graph.initializer[0] if which == "w" else t.graph.node[2].attribute[0].t)
+        at = bytes(data).index(tensor.raw_data) + 4 * 7 + 3  # the high byte of element 7: a change that shows
+        data[at] ^= 0x40
     path.write_bytes(bytes(data))
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert path.stat().st_size == st.st_size
@@ -295,13 +304,13 @@ def _record_reads(monkeypatch, path: Path) -> list:
 
     monkeypatch.setattr(direct, "open", recording, raising=False)
     monkeypatch.setattr(lean, "open", recording, raising=False)
-    opened = direct._open_regular  # how runtime.direct opens the model file (without waiting on a FIFO)
+    opened = direct.open_regular  # how runtime.direct opens the model file (without waiting on a FIFO)
 
     def recording_regular(file):
         f = opened(file)
         return _Recording(f, sizes) if os.path.realpath(file) == os.path.realpath(path) else f
 
-    monkeypatch.setattr(direct, "_open_regular", recording_regular)
+    monkeypatch.setattr(direct, "open_regular", recording_regular)
     return sizes
 
 
@@ -309,11 +318,10 @@ def test_model_file_is_read_in_chunks(tmp_path, cache, monkeypatch):
     """The model file is never held whole: the index lookup reads none of it, writing the entry and serving it read
     it a chunk at a time (here 4 KiB, for weights of 20 KB each), and the numbers are the model's."""
     from onnxprobe.api import lean
-    from onnxprobe.runtime import direct
 
     path = tmp_path / "w.onnx"
     _weighted(path)
-    monkeypatch.setattr(direct, "CHUNK", 4096, raising=False)
+    monkeypatch.setattr(model_file, "CHUNK", 4096)
     sizes = _record_reads(monkeypatch, path)
     remember = lean._remember
     monkeypatch.setattr(lean, "_remember", lambda *a: None)
@@ -456,15 +464,14 @@ def test_a_fifo_swapped_in_is_refused_without_waiting_for_a_writer(tmp_path):
     block the run waiting for a writer (a test suite hung there)."""
     import os
 
-    from onnxprobe.runtime import direct
 
     fifo = tmp_path / "m.onnx"
     os.mkfifo(fifo)
     with pytest.raises(OSError):
-        direct._open_regular(str(fifo))
+        model_file.open_regular(str(fifo))
     regular = tmp_path / "r.onnx"
     regular.write_bytes(b"abc")
-    with direct._open_regular(str(regular)) as f:
+    with model_file.open_regular(str(regular)) as f:
         assert f.read() == b"abc"
 
 
@@ -528,3 +535,22 @@ def test_a_served_run_reads_the_malloc_setting_as_the_normal_path_does(tmp_path,
     r = subprocess.run([sys.executable, "-m", "onnxprobe", "layers", str(path)], capture_output=True, text=True,
                        cwd=ROOT, env={**env, "ONNXPROBE_MMAP_THRESHOLD": "abc"})
     assert r.returncode == 2 and "ONNXPROBE_MMAP_THRESHOLD" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_an_unchanged_file_is_not_hashed_again(tmp_path, cache, monkeypatch):
+    """A file whose status is the one its entry recorded, and last changed well before it (``model_file.RACY_NS``), is
+    served without hashing it (seconds for a model of gigabytes); one changed just before its entry was recorded
+    is hashed every time (git's racy files)."""
+
+    path = tmp_path / "w.onnx"
+    _weighted(path)
+    x = _layers(path).feed["x"]
+    hashed, real = [], model_file.hasher
+    monkeypatch.setattr(model_file, "hasher", lambda: hashed.append(1) or real())
+    res = _layers(path)  # written a moment ago: racy, hashed
+    assert type(res.plan).__name__ == "CachedPlan" and hashed
+    hashed.clear()
+    monkeypatch.setattr(model_file, "RACY_NS", -10**18)
+    res = _layers(path)
+    assert type(res.plan).__name__ == "CachedPlan" and not hashed
+    _check(res, _expected(path, x))

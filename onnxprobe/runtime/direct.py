@@ -25,7 +25,6 @@ time, hashed as it passes, each weight's bytes copied out (``run``) or checked (
 from __future__ import annotations
 
 import os
-import stat
 import time
 from dataclasses import asdict
 from typing import TYPE_CHECKING
@@ -35,6 +34,7 @@ import numpy as np
 from onnxprobe.errors import owns_the_process
 from onnxprobe.memory import return_freed_memory, unpark
 from onnxprobe.runtime import plan_cache
+from onnxprobe.runtime.model_file import FileBytes, file_state, open_regular, stat_record, stream, unchanged, weight_extents
 from onnxprobe.runtime.random_inputs import draw
 from onnxprobe.runtime.runners.readback import host_statistics, read_probes, second_look
 from onnxprobe.types import Probe
@@ -48,8 +48,6 @@ MAX_FILE = 2**31 - 1  # protobuf's limit: a bigger model keeps its weights in ex
 # otherwise (ReduceSum of 5000 float32 gives -37.389652 at a 16-byte boundary, -37.38966 8 bytes past one),
 # and the normal path hands them over from Python bytes objects, which start at 16-byte boundaries
 ALIGN = 64
-CHUNK = 2**20  # the model file is read this much at a time: never held whole (a 1.5 GB model is no 1.5 GB more)
-WINDOW = 2**16  # the wire-format walk reads the file's headers this much at a time (the weights' bytes it skips)
 
 
 def request_key(request: dict) -> str:
@@ -57,192 +55,6 @@ def request_key(request: dict) -> str:
     version, the entries' FORMAT and the code's fingerprint). The file's bytes are no part of it: the entry
     records them (``file_record``), checked when it serves."""
     return plan_cache.key_of({"direct": 2, "request": request})
-
-
-def file_state(st) -> tuple[int, int, int, int]:
-    """What says that a model file is still the one it was (an ``os.stat_result``'s size, modification time,
-    inode and device): a normal run during which it changed is not indexed."""
-    return (int(st.st_size), int(st.st_mtime_ns), int(st.st_ino), int(st.st_dev))
-
-
-def _stream(f, size: int, moves: list, each) -> str | None:
-    """Read the open file ``f`` from its start, CHUNK at a time, hashing it; each ``moves`` extent's bytes
-    ([offset, length, ...], in any order; handed over in the order of the file) go to ``each(k, at, chunk)`` as
-    they pass (``k``: the index in ``moves``, ``at``: where in the extent ``chunk`` starts), which returns False
-    to stop. The digest; None where ``each`` stopped or the file is not ``size`` bytes long."""
-    h = plan_cache.blake2b(digest_size=32)
-    order = sorted(range(len(moves)), key=lambda k: moves[k][0])
-    buf = np.empty(min(CHUNK, max(size, 1)), np.uint8)
-    f.seek(0)
-    pos = first = 0
-    while True:
-        n = f.readinto(memoryview(buf))
-        if not n:
-            break
-        view, end = buf[:n], pos + n
-        h.update(view)
-        k = first
-        while k < len(order) and moves[order[k]][0] < end:
-            offset, length = moves[order[k]][0], moves[order[k]][1]
-            lo, hi = max(offset, pos), min(offset + length, end)
-            if lo < hi and not each(order[k], lo - offset, view[lo - pos:hi - pos]):
-                return None
-            k += 1
-        while first < len(order) and moves[order[first]][0] + moves[order[first]][1] <= end:
-            first += 1
-        pos = end
-        if pos > size:
-            return None
-    return h.hexdigest() if pos == size else None
-
-
-class _FileBytes:
-    """An open file's ``size`` bytes as ``weight_extents`` indexes them (``b[i]``, ``b[a:z]``), read on demand, WINDOW
-    (at most CHUNK) at a time: the walk reads headers and skips the weights' bytes, which are never read."""
-
-    def __init__(self, f, size: int):
-        self.f, self.size, self.window = f, size, max(1, min(WINDOW, CHUNK))
-        self.start, self.buf = 0, b""
-
-    def __len__(self) -> int:
-        return self.size
-
-    def _read(self, a: int, z: int) -> bytes:
-        self.f.seek(a)
-        got = self.f.read(z - a)
-        if len(got) != z - a:
-            raise ValueError("the file is shorter than it was")
-        return got
-
-    def __getitem__(self, i):
-        if isinstance(i, slice):
-            a, z = i.start, min(i.stop, self.size)
-            if self.start <= a and z <= self.start + len(self.buf):
-                return self.buf[a - self.start:z - self.start]
-            return b"".join(self._read(p, min(z, p + self.window)) for p in range(a, z, self.window))
-        if not self.start <= i < self.start + len(self.buf):
-            if not 0 <= i < self.size:
-                raise IndexError(i)
-            self.start, self.buf = i, self._read(i, min(self.size, i + self.window))
-        return self.buf[i - self.start]
-
-
-# --- the protobuf wire format, as far as the weights go ---------------------------------------------------------
-
-def _varint(b, i: int) -> tuple[int, int]:
-    v = shift = 0
-    while True:
-        c = b[i]
-        i += 1
-        v |= (c & 0x7F) << shift
-        if c < 0x80:
-            return v, i
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint too long")
-
-
-def _fields(b, start: int, end: int):
-    """(field number, wire type, value start, value end or the varint) of a message's bytes ``b[start:end]``."""
-    i = start
-    while i < end:
-        key, i = _varint(b, i)
-        num, wt = key >> 3, key & 7
-        if wt == 0:
-            v, i = _varint(b, i)
-            yield num, wt, v, i
-        elif wt == 2:
-            n, i = _varint(b, i)
-            if i + n > end:
-                raise ValueError("field past its message")
-            yield num, wt, i, i + n
-            i += n
-        elif wt == 1:
-            i += 8
-        elif wt == 5:
-            i += 4
-        else:  # groups: no ONNX message has any
-            raise ValueError("unexpected wire type")
-        if i > end:
-            raise ValueError("field past its message")
-
-
-# TensorProto's fields whose bytes in the file are the tensor's own little-endian bytes: raw_data, and float_data
-# and double_data packed (fixed-width floats, as proto3 writes a repeated float: Paddle2ONNX's exports store their
-# weights so); int32_data and int64_data are varints, whose bytes are not the values'
-_DATA_FIELDS = (9, 4, 10)
-
-
-def _tensor(b, start: int, end: int) -> tuple[str | None, tuple[int, int] | None, bool]:
-    """A TensorProto's (name, (offset, length) of its data's bytes: raw_data, or float_data / double_data packed,
-    whether its data lie elsewhere: data_location or external_data); data given twice (two such fields, or one
-    repeated: protobuf keeps the last, or joins them) is not served. Every extent is checked against the tensor the
-    normal path read (``entry``): these are where its bytes may be, never taken on trust."""
-    name, raw, elsewhere = None, None, False
-    for num, wt, a, z in _fields(b, start, end):
-        if num == 8 and wt == 2:
-            name = bytes(b[a:z]).decode("utf-8", "surrogateescape")
-        elif num in _DATA_FIELDS and wt == 2:
-            if raw is not None:
-                return name, None, True
-            raw = (a, z - a)
-        elif (num == 14 and wt == 0 and a != 0) or num == 13:
-            elsewhere = True
-    return name, raw, elsewhere
-
-
-def _constant(b, start: int, end: int) -> tuple[str | None, tuple[int, int] | None]:
-    """A main-graph Constant node's (first output, its ``value`` tensor's data extent: ``_tensor``), else (None, None)."""
-    outputs, op, value = [], None, None
-    for num, wt, a, z in _fields(b, start, end):
-        if num == 2 and wt == 2:
-            outputs.append(bytes(b[a:z]).decode("utf-8", "surrogateescape"))
-        elif num == 4 and wt == 2:
-            op = bytes(b[a:z])
-        elif num == 5 and wt == 2:
-            attr, t = None, None
-            for n2, w2, a2, z2 in _fields(b, a, z):
-                if n2 == 1 and w2 == 2:
-                    attr = bytes(b[a2:z2])
-                elif n2 == 5 and w2 == 2:
-                    t = (a2, z2)
-            if attr == b"value" and t is not None:
-                _, raw, elsewhere = _tensor(b, *t)
-                value = None if elsewhere else raw
-    return (outputs[0] if op == b"Constant" and outputs else None), value
-
-
-def weight_extents(data) -> dict[str, tuple[int, int]] | None:
-    """Name -> (offset, length) in the model file's bytes ``data`` (bytes, or an open file's: ``_FileBytes``) of the
-    data of every main-graph initializer and main-graph Constant value stored inline (``_DATA_FIELDS``; by its node's
-    first output, as ``graph.skeleton`` names its stubs); None where the bytes cannot be walked (no graph, a graph
-    given twice)."""
-    b = data if isinstance(data, _FileBytes) else memoryview(data)
-    try:
-        graphs = [(a, z) for num, wt, a, z in _fields(b, 0, len(b)) if num == 7 and wt == 2]
-        if len(graphs) != 1:
-            return None
-        out: dict[str, tuple[int, int]] = {}
-        seen: set[str] = set()
-        for num, wt, a, z in _fields(b, *graphs[0]):
-            if wt != 2 or num not in (1, 5):
-                continue
-            if num == 1:
-                name, raw = _constant(b, a, z)
-            else:
-                name, raw, elsewhere = _tensor(b, a, z)
-                raw = None if elsewhere else raw
-            if name is None:
-                continue
-            if name in seen:  # two tensors of one name: which one did the model use? not served
-                out.pop(name, None)
-                continue
-            seen.add(name)
-            if raw is not None:
-                out[name] = raw
-        return out
-    except (ValueError, IndexError):
-        return None
 
 
 # --- writing an entry (the normal path, onnx loaded) ------------------------------------------------------------
@@ -270,10 +82,10 @@ def entry(key: str, path: str, before: tuple, plan_model: "onnx.ModelProto", wei
         return False
     sk = skeleton(plan_model, constants=True)
     held = stubs(sk)
-    with _open_regular(path) as f:
+    with open_regular(path) as f:
         if file_state(os.fstat(f.fileno())) != tuple(before):
             return False
-        extents = weight_extents(_FileBytes(f, size)) if held else {}
+        extents = weight_extents(FileBytes(f, size)) if held else {}
         if extents is None:
             return False
         moves, expected, packed = [], [], 0
@@ -296,8 +108,9 @@ def entry(key: str, path: str, before: tuple, plan_model: "onnx.ModelProto", wei
                 e = t.external_data.add()
                 e.key, e.value = k, v
             packed += -(-length // ALIGN) * ALIGN
-        digest = _stream(f, size, moves, lambda k, at, chunk: np.array_equal(expected[k][at:at + chunk.size], chunk))
-        if digest is None or file_state(os.fstat(f.fileno())) != tuple(before) or file_state(os.stat(path)) != tuple(before):
+        digest = stream(f, size, moves, lambda k, at, chunk: np.array_equal(expected[k][at:at + chunk.size], chunk))
+        st = os.fstat(f.fileno())
+        if digest is None or file_state(st) != tuple(before) or file_state(os.stat(path)) != tuple(before):
             return False
     try:
         serialised = sk.SerializeToString()
@@ -306,7 +119,7 @@ def entry(key: str, path: str, before: tuple, plan_model: "onnx.ModelProto", wei
     meta = {"probes": [asdict(p) for p in probes], "outputs": list(outputs), "own": list(own), "recipe": recipe,
             "seed": int(seed), "int_range": [int(int_range[0]), int(int_range[1])], "notes": list(notes),
             "warnings": list(warnings), "runtime_options": dict(runtime_options), "moves": moves, "packed": packed,
-            "file": {"size": size, "mtime_ns": before[1], "digest": digest}}
+            "file": {"size": size, "mtime_ns": before[1], "digest": digest, "stat": stat_record(st), "recorded_ns": time.time_ns()}}
     plan_cache.write_entry(key, serialised, meta)
     return True
 
@@ -367,8 +180,10 @@ def run(key: str, path: str, size: int, opt_level: str) -> dict | None:
             weights[start:start + chunk.size] = chunk
             return True
 
-        with _open_regular(path) as f:
-            if _stream(f, size, moves, copy) != meta["file"]["digest"]:
+        with open_regular(path) as f:
+            trusted = unchanged(os.fstat(f.fileno()), meta["file"])
+            got = stream(f, size, moves, copy, hashed=not trusted)
+            if got is None or (not trusted and got != meta["file"]["digest"]):
                 return None  # another file now: the normal path, whose entry replaces this one
         feeds = draw([(n, d, tuple(s)) for n, d, s in meta["recipe"]], meta["seed"], tuple(meta["int_range"]))
         if any(p.ref.kind == "input" and p.ref.name not in feeds for p in probes):
@@ -400,19 +215,6 @@ def run(key: str, path: str, size: int, opt_level: str) -> dict | None:
             "feeds": feeds, "providers": list(sess.get_providers()), "session_seconds": session_seconds,
             "run_seconds": seconds, "notes": meta["notes"], "warnings": meta["warnings"],
             "runtime_options": {str(k): str(v) for k, v in meta["runtime_options"].items()}, "skeleton": skel}
-
-
-def _open_regular(path: str):
-    """``path`` opened for reading when it is a regular file (OSError otherwise): opened without blocking, so
-    that a FIFO swapped in since the caller's stat never waits for a writer, then checked."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(f"{path}: not a regular file")
-    except BaseException:
-        os.close(fd)
-        raise
-    return os.fdopen(fd, "rb")
 
 
 def aligned(n: int) -> np.ndarray:
