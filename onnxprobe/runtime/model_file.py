@@ -29,10 +29,12 @@ def open_regular(path: str):
     return os.fdopen(fd, "rb")
 
 
-def file_state(st) -> tuple[int, int, int, int]:
+def file_state(st) -> tuple[int, int, int, int, int]:
     """What says that a model file is still the one it was (an ``os.stat_result``'s size, modification time,
-    inode and device): a normal run during which it changed is not indexed."""
-    return (int(st.st_size), int(st.st_mtime_ns), int(st.st_ino), int(st.st_dev))
+    inode, device and change time): a normal run during which it changed is not indexed. The change time too: an
+    edit whose modification time was put back (os.utime, cp -p, rsync -t) moves it, and the entry would otherwise
+    pair the graph the run read with the digest of the bytes edited since."""
+    return (int(st.st_size), int(st.st_mtime_ns), int(st.st_ino), int(st.st_dev), int(st.st_ctime_ns))
 
 
 def stream(f, size: int, moves: list, each, hashed: bool = True) -> str | None:
