@@ -554,3 +554,32 @@ def test_an_unchanged_file_is_not_hashed_again(tmp_path, cache, monkeypatch):
     res = _layers(path)
     assert type(res.plan).__name__ == "CachedPlan" and not hashed
     _check(res, _expected(path, x))
+
+
+@pytest.mark.parametrize("kind", ["vfat", "exfat", None])
+def test_a_file_system_whose_ctime_can_be_set_back_is_always_hashed(tmp_path, cache, monkeypatch, kind):
+    """FAT's change time is its modification time, which os.utime sets back (Windows' st_ctime is the creation time):
+    there, or on a file system mountinfo does not tell, a file's status proves nothing and it is hashed every time."""
+    path = tmp_path / "w.onnx"
+    _weighted(path)
+    _layers(path)
+    dev = os.stat(path).st_dev
+    monkeypatch.setattr(model_file, "RACY_NS", -10**18)
+    monkeypatch.setattr(model_file, "_mount_types", lambda: {} if kind is None else {(os.major(dev), os.minor(dev)): kind})
+    hashed, real = [], model_file.hasher
+    monkeypatch.setattr(model_file, "hasher", lambda: hashed.append(1) or real())
+    assert type(_layers(path).plan).__name__ == "CachedPlan" and hashed
+
+
+def test_touching_an_entry_never_follows_a_link(tmp_path, monkeypatch):
+    """The entry marked as used (its .json's time) is the cache's own file: a link planted in its place does not
+    reach the file it leads to."""
+    monkeypatch.setenv("ONNXPROBE_CACHE_DIR", str(tmp_path / "c"))
+    (tmp_path / "c").mkdir()
+    target = tmp_path / "victim.txt"
+    target.write_text("x")
+    os.utime(target, ns=(10**9, 10**9))
+    k = "0" * 32
+    (tmp_path / "c" / plan_cache.entry_name(k, "json")).symlink_to(target)
+    plan_cache.touch(k)
+    assert target.stat().st_mtime_ns == 10**9

@@ -89,10 +89,42 @@ def stat_record(st) -> list[int]:
 
 def unchanged(st, file: dict) -> bool:
     """Whether the file of status ``st`` is, without hashing it, the one an entry's ``file`` record describes (see
-    RACY_NS)."""
+    RACY_NS), on a file system whose change times can be trusted so (``keeps_ctime``)."""
     recorded, at = file.get("stat"), file.get("recorded_ns")
     return (isinstance(recorded, list) and isinstance(at, int) and stat_record(st) == recorded
-            and recorded[2] < at - RACY_NS)
+            and recorded[2] < at - RACY_NS and keeps_ctime(int(st.st_dev)))
+
+
+# Linux file systems whose change time is the kernel's own: set to now by every write and every utime, never set
+# back. Not FAT / exFAT (their change time is the modification time, which os.utime sets back), not NTFS through
+# FUSE, not Windows (st_ctime is the creation time there), nor any file system not listed: those files are hashed.
+CTIME_KEPT = frozenset({"ext2", "ext3", "ext4", "xfs", "btrfs", "bcachefs", "f2fs", "zfs", "jfs", "reiserfs",
+                        "tmpfs", "overlay", "nfs", "nfs4", "ceph"})
+
+
+def keeps_ctime(dev: int) -> bool:
+    """Whether the file system of device ``dev`` (an ``os.stat_result``'s st_dev) is one of CTIME_KEPT, by Linux's
+    /proc/self/mountinfo (a mount's major:minor and type); False where it cannot be told."""
+    return _mount_types().get((os.major(dev), os.minor(dev))) in CTIME_KEPT
+
+
+def _mount_types() -> dict[tuple[int, int], str]:
+    """(major, minor) -> file-system type of every mount (the last listed wins: a later mount hides an earlier one
+    of the same device); empty where /proc/self/mountinfo cannot be read (not Linux)."""
+    out: dict[tuple[int, int], str] = {}
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                fields = line.split()
+                if "-" not in fields or len(fields) < 3:
+                    continue
+                major, _, minor = fields[2].partition(":")
+                kind = fields[fields.index("-") + 1] if fields.index("-") + 1 < len(fields) else ""
+                if major.isdigit() and minor.isdigit():
+                    out[(int(major), int(minor))] = kind
+    except OSError:
+        return {}
+    return out
 
 
 class FileBytes:

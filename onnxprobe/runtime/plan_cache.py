@@ -326,9 +326,9 @@ def touch(k: str) -> None:
     """Entry ``k`` recently used: kept longest (``_trim``)."""
     d = cache_dir()
     try:
-        if d is not None:
-            os.utime(d / entry_name(k, "json"))
-    except OSError:
+        if d is not None:  # the entry's own file, never a file a link planted there leads to
+            os.utime(d / entry_name(k, "json"), follow_symlinks=False)
+    except (OSError, NotImplementedError):
         pass
 
 
