@@ -358,26 +358,58 @@ def test_moved_or_copied_model_is_its_own_entry(tmp_path, cache):
     assert type(_layers(path).plan).__name__ == "CachedPlan"
 
 
+def _first_run_then(monkeypatch, path: Path, change):
+    """``_layers(path)`` (the normal path's run, which writes the index entry) with ``change()`` made to the model
+    file right after the run and before the entry is written; its feed."""
+    from onnxprobe.api import core
+
+    normal = core.layers
+
+    def changing(*args, **kwargs):
+        res = normal(*args, **kwargs)
+        change()
+        return res
+
+    monkeypatch.setattr(core, "layers", changing)
+    try:
+        return _layers(path).feed
+    finally:
+        monkeypatch.setattr(core, "layers", normal)
+
+
 def test_model_changed_during_the_run_is_not_indexed(tmp_path, cache, monkeypatch):
     """The file's modification time changed between the lookup and the end of the normal run (an editor saving it
     meanwhile): no index entry, whatever its bytes are now."""
-    from onnxprobe.api import core
-
     path = tmp_path / "w.onnx"
     _weighted(path)
-    normal = core.layers
 
-    def touching(*args, **kwargs):
-        res = normal(*args, **kwargs)
+    def touch():
         st = path.stat()
         os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
-        return res
 
-    monkeypatch.setattr(core, "layers", touching)
-    _layers(path)
-    monkeypatch.setattr(core, "layers", normal)
+    _first_run_then(monkeypatch, path, touch)
     assert type(_layers(path).plan).__name__ != "CachedPlan"
     assert type(_layers(path).plan).__name__ == "CachedPlan"
+
+
+def test_graph_edited_during_the_first_run_with_its_mtime_restored_is_not_served_stale(tmp_path, cache, monkeypatch):
+    """An op type changed (same length, so the same size) while the first run ran, and the modification time put
+    back (os.utime, cp -p, rsync -t): the entry must not pair the run's graph with the edited file's digest (its
+    change time moved: no entry)."""
+    path = tmp_path / "w.onnx"
+    _weighted(path)
+
+    def edit():
+        st = path.stat()
+        data = path.read_bytes()
+        assert data.count(b"Relu") == 1
+        path.write_bytes(data.replace(b"Relu", b"Tanh"))
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+    x = _first_run_then(monkeypatch, path, edit)["x"]
+    expected = _expected(path, x)  # Tanh's numbers
+    _check(_layers(path), expected)
+    _check(_layers(path), expected)
 
 
 def test_masked_rerun_is_not_indexed(tmp_path, cache, monkeypatch):
