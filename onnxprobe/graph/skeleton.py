@@ -40,9 +40,10 @@ def large_initializers(model: onnx.ModelProto) -> list[TensorProto]:
     return [t for t in model.graph.initializer if _is_large(t)]
 
 
-def is_stub(t: TensorProto) -> bool:
-    """A stub that ``skeleton`` left for a large initializer (its data elsewhere, by name)."""
-    return t.data_location == TensorProto.EXTERNAL and any(e.value == STUB_LOCATION for e in t.external_data)
+def is_stub(t: TensorProto, location: str = STUB_LOCATION) -> bool:
+    """A stub that ``skeleton`` left for a large initializer (its data elsewhere, by name); ``location``: one
+    that ``point_stubs_at`` pointed at that external-data file instead."""
+    return t.data_location == TensorProto.EXTERNAL and any(e.value == location for e in t.external_data)
 
 
 def stub(t: TensorProto, name: str | None = None) -> TensorProto:
@@ -78,8 +79,8 @@ def large_constants(model: onnx.ModelProto) -> dict[str, TensorProto]:
     return {n.output[0]: t for n in model.graph.node if (t := _big_constant(n)) is not None}
 
 
-def _constant_stubs(model: onnx.ModelProto) -> dict[str, TensorProto]:
-    return {n.output[0]: t for n in model.graph.node if (t := _constant_value(n)) is not None and is_stub(t)}
+def _constant_stubs(model: onnx.ModelProto, location: str) -> dict[str, TensorProto]:
+    return {n.output[0]: t for n in model.graph.node if (t := _constant_value(n)) is not None and is_stub(t, location)}
 
 
 def skeleton(model: onnx.ModelProto, constants: bool = False) -> onnx.ModelProto:
@@ -114,9 +115,26 @@ def skeleton(model: onnx.ModelProto, constants: bool = False) -> onnx.ModelProto
     return out
 
 
-def stubs(model: onnx.ModelProto) -> dict[str, TensorProto]:
-    """The stubs of ``model`` (a skeleton), initializers' and Constants', by the name they stand for."""
-    return {**{t.name: t for t in model.graph.initializer if is_stub(t)}, **_constant_stubs(model)}
+def stubs(model: onnx.ModelProto, location: str = STUB_LOCATION) -> dict[str, TensorProto]:
+    """The stubs of ``model`` (a skeleton), initializers' and Constants', by the name they stand for (``location``:
+    those pointed at that external-data file, ``is_stub``)."""
+    return {**{t.name: t for t in model.graph.initializer if is_stub(t, location)}, **_constant_stubs(model, location)}
+
+
+def fill_stubs(model: onnx.ModelProto, weights: dict[str, TensorProto], location: str = STUB_LOCATION,
+               copy: bool = True) -> bool:
+    """Put back into ``model``'s stubs (``stubs(model, location)``) the tensors they stand for, from ``weights`` by
+    name, each keeping its stub's name (``copy`` False: only check that ``weights`` holds them all). False where
+    one is missing (the stubs before it are filled)."""
+    for name, t in stubs(model, location).items():
+        w = weights.get(name)
+        if w is None:
+            return False
+        if copy:
+            keep = t.name
+            t.CopyFrom(w)
+            t.name = keep
+    return True
 
 
 def weights_of(model: onnx.ModelProto) -> dict[str, TensorProto]:
@@ -162,16 +180,17 @@ def _misfit(t: TensorProto, held: str) -> None:
 _TYPED = ("float_data", "int32_data", "string_data", "int64_data", "double_data", "uint64_data")
 
 
-def point_stubs_at(model: onnx.ModelProto, files: dict[str, tuple[str, int]]) -> list[TensorProto]:
+def point_stubs_at(model: onnx.ModelProto, files: dict[str, tuple]) -> list[TensorProto]:
     """Point the main graph's stubs (``stubs``) at external-data files, by name: ``{name: (file, length)}``,
-    each tensor at offset 0 of its file. Mutates ``model``; returns the tensors pointed, which
-    ``unpoint_stubs`` makes stubs again (a plan's skeleton, serialised once pointed, is not copied first)."""
+    each tensor at offset 0 of its file, or ``(file, length, offset)``. Mutates ``model``; returns the tensors
+    pointed, which ``unpoint_stubs`` makes stubs again (a plan's skeleton, serialised once pointed, is not copied
+    first)."""
     pointed = []
     for name, t in stubs(model).items():
         if name in files:
-            location, length = files[name]
+            location, length, offset = (*files[name], 0)[:3]
             del t.external_data[:]
-            for k, v in (("location", location), ("offset", "0"), ("length", str(length))):
+            for k, v in (("location", location), ("offset", str(offset)), ("length", str(length))):
                 e = t.external_data.add()
                 e.key, e.value = k, v
             pointed.append(t)

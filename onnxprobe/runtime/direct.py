@@ -53,7 +53,7 @@ ALIGN = 64
 def request_key(request: dict) -> str:
     """The index entry's key: the request, the model's path in it (``plan_cache.key_of`` adds onnxprobe's
     version, the entries' FORMAT and the code's fingerprint). The file's bytes are no part of it: the entry
-    records them (``file_record``), checked when it serves."""
+    records the file (its ``"file"``: size, status, digest), checked when it serves."""
     return plan_cache.key_of({"direct": 2, "request": request})
 
 
@@ -69,7 +69,7 @@ def entry(key: str, path: str, before: tuple, plan_model: "onnx.ModelProto", wei
     printed. False where the run cannot be served so: the file changed since ``before`` (or while it is read), a
     weight not stored in the file as its own bytes (``_DATA_FIELDS``) or not the bytes the run used, inputs the recipe does not make
     again. The file is read a CHUNK at a time, hashed, each stub's bytes compared with its tensor as they pass."""
-    from onnxprobe.graph.skeleton import raw_bytes, skeleton, stubs
+    from onnxprobe.graph.skeleton import point_stubs_at, raw_bytes, skeleton, stubs, weights_of
 
     recipe = [[n, v.dtype.str, list(v.shape)] for n, v in feed.items() if isinstance(v, (np.ndarray, np.generic))]
     if len(recipe) != len(feed) or any(np.dtype(d).kind not in "biufc" or np.dtype(d).str != d for _, d, _ in recipe):
@@ -88,13 +88,15 @@ def entry(key: str, path: str, before: tuple, plan_model: "onnx.ModelProto", wei
         extents = weight_extents(FileBytes(f, size)) if held else {}
         if extents is None:
             return False
-        moves, expected, packed = [], [], 0
-        for name, t in held.items():
+        moves, expected, files, packed = [], [], {}, 0
+        inline = None  # the probed copy's own tensors, for stubs ``weights`` does not hold (found once)
+        for name in held:
             if name not in extents:
                 return False
             w = (weights or {}).get(name)
             if w is None:  # the probed copy held it inline: its own tensor (skeleton made the stub from it)
-                w = _inline(plan_model, name)
+                inline = weights_of(plan_model) if inline is None else inline
+                w = inline.get(name)
             offset, length = extents[name]
             try:
                 if w is None or (raw := raw_bytes(w)).size != length:
@@ -103,11 +105,9 @@ def entry(key: str, path: str, before: tuple, plan_model: "onnx.ModelProto", wei
                 return False
             moves.append([offset, length, packed])
             expected.append(raw)
-            del t.external_data[:]
-            for k, v in (("location", LOCATION), ("offset", str(packed)), ("length", str(length))):
-                e = t.external_data.add()
-                e.key, e.value = k, v
+            files[name] = (LOCATION, length, packed)
             packed += -(-length // ALIGN) * ALIGN
+        point_stubs_at(sk, files)
         digest = stream(f, size, moves, lambda k, at, chunk: np.array_equal(expected[k][at:at + chunk.size], chunk))
         st = os.fstat(f.fileno())
         if digest is None or file_state(st) != tuple(before) or file_state(os.stat(path)) != tuple(before):
@@ -119,15 +119,9 @@ def entry(key: str, path: str, before: tuple, plan_model: "onnx.ModelProto", wei
     meta = {"probes": [asdict(p) for p in probes], "outputs": list(outputs), "own": list(own), "recipe": recipe,
             "seed": int(seed), "int_range": [int(int_range[0]), int(int_range[1])], "notes": list(notes),
             "warnings": list(warnings), "runtime_options": dict(runtime_options), "moves": moves, "packed": packed,
-            "file": {"size": size, "mtime_ns": before[1], "digest": digest, "stat": stat_record(st), "recorded_ns": time.time_ns()}}
+            "file": {"size": size, "digest": digest, "stat": stat_record(st), "recorded_ns": time.time_ns()}}
     plan_cache.write_entry(key, serialised, meta)
     return True
-
-
-def _inline(model: "onnx.ModelProto", name: str):
-    from onnxprobe.graph.skeleton import weights_of
-
-    return weights_of(model).get(name)
 
 
 # --- serving a hit (no onnx) ------------------------------------------------------------------------------------
@@ -138,8 +132,7 @@ def _meta_fits(meta: dict) -> bool:
     return (all(isinstance(meta.get(k), list) for k in lists) and plan_cache.strings(meta["outputs"])
             and plan_cache.strings(meta["own"]) and plan_cache.strings(meta["notes"]) and plan_cache.strings(meta["warnings"])
             and isinstance(meta.get("seed"), int) and isinstance(meta.get("runtime_options"), dict)
-            and isinstance(file, dict) and isinstance(file.get("size"), int) and isinstance(file.get("mtime_ns"), int)
-            and isinstance(file.get("digest"), str)
+            and isinstance(file, dict) and isinstance(file.get("size"), int) and isinstance(file.get("digest"), str)
             and isinstance(meta.get("packed"), int) and isinstance(meta.get("moves"), list)
             and all(isinstance(m, list) and len(m) == 3 and all(isinstance(v, int) and v >= 0 for v in m)
                     and m[0] + m[1] <= file["size"] and m[2] + m[1] <= meta["packed"] for m in meta["moves"])
@@ -253,18 +246,9 @@ def probed_model(skel: bytes, base: "onnx.ModelProto") -> "onnx.ModelProto":
     what a served result's ``plan.model`` reads, made only when asked for."""
     import onnx
 
-    from onnxprobe.graph.skeleton import weights_of
+    from onnxprobe.graph.skeleton import fill_stubs, weights_of
 
     model = onnx.load_model_from_string(skel)
-    weights = weights_of(base)
-    tensors = [t for t in model.graph.initializer] + [n.attribute[0].t for n in model.graph.node
-                                                       if n.op_type == "Constant" and len(n.attribute) == 1 and n.output]
-    names = {id(t): t.name for t in model.graph.initializer}
-    names.update({id(n.attribute[0].t): n.output[0] for n in model.graph.node
-                  if n.op_type == "Constant" and len(n.attribute) == 1 and n.output})
-    for t in tensors:
-        if any(e.key == "location" and e.value == LOCATION for e in t.external_data):
-            keep = t.name
-            t.CopyFrom(weights[names[id(t)]])
-            t.name = keep
+    if not fill_stubs(model, weights_of(base), LOCATION):
+        raise KeyError("the model no longer holds a weight its cached probed copy reads")
     return model

@@ -282,7 +282,7 @@ def load_entry(k: str, weights: dict[str, onnx.TensorProto], restore: bool = Tru
     miss, a damaged entry or one whose weights are not all there."""
     import onnx
 
-    from onnxprobe.graph.skeleton import stubs
+    from onnxprobe.graph.skeleton import fill_stubs
 
     got = read_entry(k)
     if got is None:
@@ -292,14 +292,8 @@ def load_entry(k: str, weights: dict[str, onnx.TensorProto], restore: bool = Tru
         model = onnx.load_model_from_string(data)
     except Exception:  # noqa: BLE001 - a damaged entry is a miss
         return None
-    for name, t in stubs(model).items():  # initializers', and Constants', by their output
-        w = weights.get(name)
-        if w is None:
-            return None
-        if restore:
-            keep = t.name
-            t.CopyFrom(w)
-            t.name = keep
+    if not fill_stubs(model, weights, copy=restore):  # initializers', and Constants', by their output
+        return None
     touch(k)
     return model, meta
 
