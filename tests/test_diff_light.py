@@ -1,6 +1,7 @@
 """A light diff (``api.diff(extras=False)``, the CLI when nothing it writes shows them): the one-run graph
-leaves out the max relative error and Σ|a-b| (``graph.pair_nodes.EXTRAS``), so that their PairMetrics
-fields are None, and every other number is the full diff's, bit for bit. The full diff's two are checked
+leaves out the max relative error, Σ|a-b| and the worst element's index (``graph.pair_nodes.EXTRAS``), so
+that their PairMetrics fields are None (and the introduced error's mean |a-b| and index), and every other
+number is the full diff's, bit for bit. The full diff's two are checked
 against numpy float64 on the models' own tensors (onnxruntime runs of each model alone)."""
 
 from __future__ import annotations
@@ -57,8 +58,9 @@ def _diff(a: str, b: str, feeds: dict, extras: bool, **kw):
 
 
 def _others(m) -> dict:
-    """Every field of a PairMetrics but the two a light diff leaves out, as exact values (repr: -0.0, nan)."""
-    return {k: repr(v) for k, v in vars(m).items() if k not in ("max_rel", "mean_abs")}
+    """Every field of a PairMetrics (or IntroducedError) but those a light diff leaves out, as exact values
+    (repr: -0.0, nan)."""
+    return {k: repr(v) for k, v in vars(m).items() if k not in ("max_rel", "mean_abs", "worst")}
 
 
 @pytest.mark.parametrize("name", MODELS)
@@ -78,14 +80,15 @@ def test_light_leaves_out_two_metrics_and_keeps_the_rest_bit_for_bit(name, tmp_p
         if f.introduced is None:
             assert g.introduced is None
         else:
-            assert g.introduced.mean_abs in (None, f.introduced.mean_abs)
-            assert repr(vars(f.introduced) | {"mean_abs": 0}) == repr(vars(g.introduced) | {"mean_abs": 0})
+            assert g.introduced.mean_abs is None and g.introduced.worst is None
+            assert isinstance(f.introduced.mean_abs, float) and isinstance(f.introduced.worst, tuple)
+            assert _others(f.introduced) == _others(g.introduced)
         if f.metrics is None:
             assert g.metrics is None
             continue
         assert _others(f.metrics) == _others(g.metrics), f.pair.a.name
-        assert g.metrics.max_rel is None and g.metrics.mean_abs is None
-        assert g.metrics.to_dict()["max_rel"] is None and g.metrics.to_dict()["mean_abs"] is None  # JSON null
+        assert g.metrics.max_rel is None and g.metrics.mean_abs is None and g.metrics.worst is None
+        assert all(g.metrics.to_dict()[k] is None for k in ("max_rel", "mean_abs", "worst_index"))  # JSON null
         x, y = va.get(f.pair.a.name), vb.get(f.pair.b.name)
         if x is None or y is None or x.dtype != np.float32:
             continue
@@ -96,6 +99,8 @@ def test_light_leaves_out_two_metrics_and_keeps_the_rest_bit_for_bit(name, tmp_p
         assert isinstance(f.metrics.mean_abs, float) and isinstance(f.metrics.max_rel, float)
         assert f.metrics.mean_abs == pytest.approx(want_mean, rel=2e-5, abs=1e-12), f.pair.a.name
         assert f.metrics.max_rel == pytest.approx(want_rel, rel=1e-5), f.pair.a.name
+        if x.shape == y.shape and x.size:  # the worst element: the first largest float32 |a - b|, as ArgMax takes it
+            assert f.metrics.worst == tuple(int(i) for i in np.unravel_index(int(np.abs(x - y).argmax()), x.shape))
         checked += 1
     assert checked >= 3
 

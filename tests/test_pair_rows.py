@@ -79,3 +79,47 @@ def test_in_graph_pair_rows_equal_numpy_float64(case, tmp_path, monkeypatch):
         intro = by_name[t].introduced
         if t in ("y", "z", "s"):  # B's node on A's inputs: its own error, measured in the graph too
             assert intro is not None, t
+
+
+LEAN = {  # name -> (declared shape, run shape)
+    "static": ((3, 5, 40), (3, 5, 40)),
+    "scalar": ((), ()),
+    "symbolic, empty at run time": ((2, "n"), (2, 0)),
+    "symbolic": ((2, "n"), (2, 33)),
+}
+
+
+@pytest.mark.parametrize("light", [False, True], ids=["pair", "introduced"])
+@pytest.mark.parametrize("case", list(LEAN))
+def test_row_without_extras_equals_numpy_float64_and_holds_no_view_of_the_tensors(case, light):
+    """A row without extras (``api.diff(extras=False)``): max |d| by a ReduceMax (no ArgMax, no index),
+    no Σ|d|; its maxima keep the tensors' rank, so no Reshape views them (flat views of the big tensors
+    raised PP-OCRv4 det's diff --all peak by 24 MB): only where the size may be 0 is |d| flattened, to pad
+    it with a 0. Values against numpy float64; a pair's excess with rtol 1e-3."""
+    from onnxprobe.graph.pair_nodes import PairBuilder
+
+    declared, run = LEAN[case]
+    rng = np.random.default_rng(3)
+    a = np.asarray(rng.standard_normal(run) + 10, np.float32)
+    b = np.asarray(a + 1e-2 * rng.standard_normal(run), np.float32)
+    g = helper.make_graph([], "g", [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(declared)) for n in "ab"], [])
+    pb = PairBuilder(g, 17, {"a", "b"})
+    mx, arg, sums = pb.pair_row("a", "b", declared, 1e-3, "p", light=light, extras=False)
+    assert arg is None
+    ops = [n.op_type for n in g.node]
+    assert "ArgMax" not in ops and "Gather" not in ops and "Div" not in ops
+    flat_inputs = {n.input[0] for n in g.node if n.op_type == "Reshape"}
+    viewed = {"a", "b", "p.ad", "p.d"} & {t.split("/")[-1] for t in flat_inputs}
+    if case == "static":
+        assert not viewed, flat_inputs
+    g.output.extend(onnx.ValueInfoProto(name=o) for o in (mx, sums))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    got_max, got_sums = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run([mx, sums], {"a": a, "b": b})
+    a64, b64 = a.astype(np.float64).ravel(), b.astype(np.float64).ravel()
+    d = np.abs(a64 - b64)
+    if not d.size:  # the run goes through, max |d| 0 (the pad); the reader leaves an empty pair to the host
+        assert float(np.ravel(got_max)[0]) == 0.0 and not np.ravel(got_sums).any()
+        return
+    want_max = [d.max()] if light else [d.max(), np.abs(b64).max(), (d - 1e-3 * np.abs(b64)).max()]
+    np.testing.assert_allclose(np.ravel(got_max), want_max, rtol=1e-6, atol=0)
+    np.testing.assert_allclose(np.ravel(got_sums), [(d * d).sum(), (b64 * b64).sum(), (a64 * a64).sum()], rtol=1e-6)

@@ -283,8 +283,9 @@ def diff(
     metrics and introduced error computed in the graph (float32 partial sums added in float64); False:
     separate runs, the tensors measured on the host in float64. ``profile``: time the one run with
     onnxruntime's profiler (``result.profile``, each result's ``kernel_ms``). ``extras=False``: the one run
-    (``fuse``) computes no max relative error nor mean |a-b| (three passes over every tensor fewer), and
-    each result's ``metrics.max_rel`` and ``mean_abs`` are None; kept where a criterion judges by one, and
+    (``fuse``) computes no max relative error, mean |a-b| nor the worst element's index (three passes over
+    every tensor fewer, and a ReduceMax for the ArgMax), and each result's ``metrics.max_rel``, ``mean_abs`` and
+    ``worst`` are None, as are its introduced error's ``mean_abs`` and ``worst``; kept where a criterion judges by one, and
     measured as ever by a diff in separate runs (another runtime or device, ``vs_torch``, ``fuse=False``).
 
     ``runtime`` runs A (and a model B): ``ort`` (default), ``openvino``, ``tensorrt`` or ``reference``;

@@ -200,8 +200,8 @@ def finish(plan: DiffPlan, measured: dict[int, Measured], labels: list[str] | No
     # each measured pair's metrics, once: a rule relative to the run's scale reads them all before judging any
     metrics = {k: m.sums.metrics(plan.rtol_of(plan.report[k])) for k, m in measured.items()
                if k < len(plan.report) and m.problem is None and m.sums is not None and m.sums.samples}
-    if not plan.extras:  # not measured by the one run's rows (read as 0 there): None, for every pair alike
-        metrics = {k: replace(m, max_rel=None, mean_abs=None) for k, m in metrics.items()}
+    if not plan.extras:  # not measured by the one run's rows (read as 0 and -1 there): None, for every pair alike
+        metrics = {k: replace(m, max_rel=None, mean_abs=None, worst=None) for k, m in metrics.items()}
     scaled = _at_scale(plan, metrics)
     for k, p in enumerate(plan.report):
         tol = scaled(plan.tolerance_of(p))
@@ -221,7 +221,11 @@ def finish(plan: DiffPlan, measured: dict[int, Measured], labels: list[str] | No
             # nothing finite measured: not a pass (no value to compare), or a fail (NaN/Inf on one side only)
             why = nothing_measured(m.sums.shape, got) if got.empty else None
             passed = tol.judge(got)
-            results.append(PairResult(p, m.sums.shape, got, intro.introduced() if intro is not None and not got.empty else None,
+            if intro is not None and not got.empty:
+                intro = intro.introduced() if plan.extras else replace(intro.introduced(), mean_abs=None, worst=None)
+            else:
+                intro = None
+            results.append(PairResult(p, m.sums.shape, got, intro,
                                       passed, tol, why, pooled=m if labels is not None else None,
                                       kernel_ms=plan.kernel_ms.get(k)))
     notes = list(a.notes) + list(a.runner.notes) + list(b.notes) + list(b.runner.notes) + plan.notes

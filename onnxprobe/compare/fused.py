@@ -67,7 +67,7 @@ class FusedGraph:
     raw: dict = field(default_factory=dict)  # pair -> [A's, B's(, B's recomputed)] merged names: small, summed on the host
     weights: dict = field(default_factory=dict)  # the merged graph's stubs -> A's and B's own weights (not copied)
     notes: list = field(default_factory=list)  # what the report should say about the build
-    extras: bool = True  # the pairs' rows hold the max relative error and Σ|a-b| (``pair_nodes.EXTRAS``)
+    extras: bool = True  # the rows hold the max relative error, Σ|a-b| and the argmax (``pair_nodes.EXTRAS``)
 
 
 def fusable(a: Side, b: Side) -> str | None:
@@ -94,7 +94,7 @@ def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, 
     as they are and are summed on the host (float64, any dtype), instead of ~35 metric nodes per pair.
     ``skip``: pairs (positions in ``report``) whose shapes differ at run time: left out of the graph, and
     no cone reads A's value of them in place of B's. ``extras`` False: the pairs' rows leave out the max
-    relative error and Σ|a-b| (``pair_nodes.EXTRAS``; read as 0, which the caller does not report). Raises
+    relative error, Σ|a-b| nor the argmax (``pair_nodes.EXTRAS``; read as 0 and -1, which the caller does not report). Raises
     NotMergeable when the models cannot share a graph."""
     # both graphs without their big weights: the merged graph's stubs read A's and B's own (``weights``),
     # so two 1 GB models are not copied into a 2 GB third one (nor serialised) to be compared
@@ -143,7 +143,7 @@ def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, 
         dims = concrete.get(x) or concrete.get(y) or folded.get(x) or folded.get(y)
         return [_named(g, t, f"{name}.{tag}") for t, tag in
                 zip(pb.pair_row(x, y, tuple(shape), rtol, base, light, tuple(dims) if dims else None, full),
-                                   ("max", "arg", "sum"))]
+                                   ("max", "arg", "sum")) if t is not None]
 
     def planned(k: int) -> tuple:
         p = report[k]
@@ -182,7 +182,7 @@ def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, 
             c = _cone_output(g, pb, y, k, known, producer, inits, order, types)
             if c is not None:
                 types[c] = types.get(y)  # B's node recomputed: the type of B's tensor
-                ri = row(x, c, shape, rtol_of(p), f"onnxprobe.intro{k}", f"{ROW_PREFIX}{k}i", light=True)
+                ri = row(x, c, shape, rtol_of(p), f"onnxprobe.intro{k}", f"{ROW_PREFIX}{k}i", light=True, full=extras)
                 if ri:
                     outputs += ri + [_named(g, pb.node("Shape", [c], f"onnxprobe.intro{k}.shape"), f"{SHAPE_PREFIX}{k}i")]
     if not outputs:
@@ -395,7 +395,7 @@ def _read(got: dict, report: list[Pair], sample: int, out: Fused, tolerance_of=N
         if near is not None and near(r["max_abs"], r["b_absmax"], r["excess"], r["max_rel"]):
             continue  # the host's float64 excess or quotient decides the verdict
         out.sums[k] = m
-        ri = _row(got, f"{ROW_PREFIX}{k}i", aa=r["aa"], light=True)  # Σa²: summed by the pair's row
+        ri = _row(got, f"{ROW_PREFIX}{k}i", aa=r["aa"], light=True, extras=extras)  # Σa²: summed by the pair's row
         if ri is not None and tuple(int(d) for d in got[f"{SHAPE_PREFIX}{k}i"]) == sa:
             mi = _sums(ri, sa, sample, light=True)
             if mi is not None:
@@ -406,16 +406,16 @@ def _row(got: dict, name: str, aa: float | None = None, light: bool = False, ext
     """A pair's three outputs (``PairBuilder.pair_row``) as {PAIR_ROW name: value}; ``aa``: Σa² when
     the row left it to an earlier one; ``light``: an introduced error's row (max |d| its only maximum,
     the others left at 0: ``PairSums.one`` ignores them); ``extras`` False: a row without the max
-    relative error and Σ|d| (``EXTRAS``), read as 0 (``compare.diff.finish`` reports them as None)."""
+    relative error, Σ|d| nor argmax (``EXTRAS``), read as 0 and -1 (``compare.diff.finish`` reports them as None)."""
     if f"{name}.max" not in got:
         return None
     sums = np.asarray(got[f"{name}.sum"], np.float64).reshape(-1).tolist()
     maxima = np.asarray(got[f"{name}.max"], np.float64).reshape(-1).tolist()
-    if not extras and not light:
-        maxima, sums = maxima + [0.0], [0.0] + sums  # max_rel is the last maximum, sum_abs the first sum
+    if not extras:  # max_rel is a pair's last maximum, sum_abs the first sum
+        maxima, sums = maxima if light else maxima + [0.0], [0.0] + sums
     v = dict(zip(MAXIMA, maxima + [0.0] * (len(MAXIMA) - 1) if light else maxima))
     v.update(zip(SUMS, sums + ([aa] if len(sums) < len(SUMS) else [])))
-    v["argmax"] = int(np.asarray(got[f"{name}.arg"]).reshape(-1)[0])
+    v["argmax"] = int(np.asarray(got[f"{name}.arg"]).reshape(-1)[0]) if extras else -1
     return v if len(v) == len(PAIR_ROW) else None
 
 

@@ -14,8 +14,10 @@ non-finite Σd², Σa² or Σb²: the caller measures that pair on the host inst
 
 An introduced error's row (``light``) leaves out |b| and the three maxima that need it (max |b|, the
 allclose excess, max relative error: ``stats.metrics.IntroducedError``): its maxima output is max |d| alone.
-A pair's row without ``extras`` (a report that shows neither, ``api.diff(extras=False)``) leaves out the
-max relative error and Σ|d| (``EXTRAS``): maxima [3], sums without Σ|d| (three passes over the tensor fewer).
+A row without ``extras`` (a report that shows none of them, ``api.diff(extras=False)``) leaves out the max
+relative error, Σ|d| and the argmax (``EXTRAS``): a pair's maxima [3], sums without Σ|d|, max |d| by a ReduceMax
+(three passes over the tensor fewer, and an ArgMax's pass the cheaper ReduceMax's); an introduced error's row
+without them is max |d| by a ReduceMax, Σd² and Σb² (the table shows its SQNR alone).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from onnxprobe.types import element_count
 
 PAIR_ROW = ("max_abs", "b_absmax", "excess", "max_rel", "argmax", "sum_abs", "dd", "bb", "aa")
 MAXIMA, SUMS = PAIR_ROW[:4], PAIR_ROW[5:]  # the float32 [4, 1...] and float64 [3 or 4] outputs; argmax is int64 [1]
-EXTRAS = ("max_rel", "sum_abs")  # what a row without extras leaves out: the last maximum, the first sum
+EXTRAS = ("max_rel", "sum_abs", "argmax")  # what a row without extras leaves out: the last maximum, the first sum, the index
 
 
 class PairBuilder(StatsBuilder):
@@ -37,7 +39,7 @@ class PairBuilder(StatsBuilder):
         self._summed: set[str] = set()  # tensors whose Σa² an earlier row summed
 
     def pair_row(self, a: str, b: str, shape: tuple, rtol: float, base: str, light: bool = False,
-                 sizes: tuple | None = None, extras: bool = True) -> tuple[str, str, str]:
+                 sizes: tuple | None = None, extras: bool = True) -> tuple[str, str | None, str]:
         """The pair (a, b), float32 tensors of the static rank of ``shape``, reduced to three outputs:
         the maxima (``MAXIMA``, float32 [4]), the flat argmax of |a - b| (int64 [1]) and the float64
         sums (``SUMS``; without Σa² when an earlier row of the same ``a`` summed it: the layer's tensor,
@@ -47,28 +49,35 @@ class PairBuilder(StatsBuilder):
         max |d| alone (the module doc): eight passes over the tensor fewer. ``sizes``: the concrete shape
         for the input shapes the graph is built for, where ``shape`` has symbolic dims: it tells the
         partial sums' length (float32 up to BLOCK_MAX elements, else float64), never their axes. ``extras``
-        False (not with ``light``): no max relative error nor Σ|d| (``EXTRAS``, the module doc)."""
-        flat = self.const(np.array([-1], np.int64))
+        False: no max relative error, Σ|d| nor argmax (``EXTRAS``, the module doc): the second output is None."""
+        flat = lambda: self.const(np.array([-1], np.int64))  # noqa: E731  (made once, where a row reshapes)
         key = a
         if not shape:  # scalars: as [1]
-            a, b, shape, sizes = (self.node("Reshape", [a, flat], f"{base}.a1"), self.node("Reshape", [b, flat], f"{base}.b1"),
+            a, b, shape, sizes = (self.node("Reshape", [a, flat()], f"{base}.a1"), self.node("Reshape", [b, flat()], f"{base}.b1"),
                                   (1,), (1,))
         axes, row = suffix_axes(shape)
         if row is None and sizes is not None and len(sizes) == len(shape) and all(isinstance(s, int) and s >= 0 for s in sizes):
             row = element_count([sizes[ax] for ax in axes])
         d = self.node("Sub", [a, b], f"{base}.d")
         ad = self.node("Abs", [d], f"{base}.ad")
-        ad_flat = self.node("Reshape", [ad, flat], f"{base}.ad_flat")  # an alias of ad in onnxruntime: no copy
         # ArgMax of no element fails the whole run (a Loop of no iterations: an empty scan output): where the size
         # may be 0, a trailing 0 (|d| >= 0, and ArgMax takes the first of ties) gives 0 elements index 0 and max 0
         # (the reader leaves an empty pair to the host, which says it is empty); a copy, so only where it may be
         known = sizes if sizes is not None and len(sizes) == len(shape) else shape
-        ad_arg = ad_flat if all(isinstance(s, (int, np.integer)) and s > 0 for s in known) else \
+        filled = all(isinstance(s, (int, np.integer)) and s > 0 for s in known)
+        # the maxima over flat views (aliases of the tensors in onnxruntime: no copy), so that they stack as [3 or 4];
+        # a light row's ReduceMax keeps the tensor's rank, as do all its maxima: no Reshape needed
+        flats = extras or not filled
+        ad_flat = self.node("Reshape", [ad, flat()], f"{base}.ad_flat") if flats else ad
+        ad_arg = ad_flat if filled else \
             self.node("Concat", [ad_flat, self.const(np.zeros(1, np.float32))], f"{base}.ad_padded", axis=0)
-        argmax = self.node("ArgMax", [ad_arg], f"{base}.argmax", axis=0, keepdims=1)
-        # max |d| read at its argmax: one element, where a ReduceMax is one more pass over the tensor
-        max_abs = self.node("Gather", [ad_arg, argmax], f"{base}.max_abs", axis=0)
-        terms = [("ReduceSum", ad, "sum_abs")] if extras or light else []
+        if extras:
+            argmax = self.node("ArgMax", [ad_arg], f"{base}.argmax", axis=0, keepdims=1)
+            # max |d| read at its argmax: one element, where a ReduceMax is one more pass over the tensor
+            max_abs = self.node("Gather", [ad_arg, argmax], f"{base}.max_abs", axis=0)
+        else:  # no index asked for: a ReduceMax (and no Gather)
+            argmax, max_abs = None, self.red("ReduceMax", ad_arg, f"{base}.max_abs", keepdims=1)
+        terms = [("ReduceSum", ad, "sum_abs")] if extras else []
         terms += [("ReduceSumSquare", d, "dd"), ("ReduceSumSquare", b, "bb")]
         if key not in self._summed:
             terms.append(("ReduceSumSquare", a, "aa"))
@@ -76,8 +85,7 @@ class PairBuilder(StatsBuilder):
         sums = self._sums(terms, base, axes, row)
         if light:
             return max_abs, argmax, sums
-        # the maxima over flat views (aliases), so that they stack with max |d| as [4]
-        absb = self.node("Abs", [self.node("Reshape", [b, flat], f"{base}.b_flat")], f"{base}.absb")
+        absb = self.node("Abs", [self.node("Reshape", [b, flat()], f"{base}.b_flat") if flats else b], f"{base}.absb")
         b_absmax = self.red("ReduceMax", absb, f"{base}.b_absmax", keepdims=1)
         excess = (self.red("ReduceMax", self.node("Sub", [ad_flat, self.node("Mul", [absb, self.f32(rtol)], f"{base}.rtol_b")],
                                                   f"{base}.excess_el"), f"{base}.excess", keepdims=1) if rtol else max_abs)

@@ -59,12 +59,12 @@ class PairMetrics:
     over ``count`` finite pairs of elements."""
 
     max_abs: float
-    mean_abs: float | None  # None (and max_rel): not measured, a light diff's (``api.diff(extras=False)``)
+    mean_abs: float | None  # None (and max_rel, worst): not measured, a light diff's (``api.diff(extras=False)``)
     max_rel: float | None
     rmse: float
     cosine: float
     sqnr_db: float
-    worst: tuple[int, ...]
+    worst: tuple[int, ...] | None
     allclose_excess: float  # max(|a-b| - rtol*|b|): allclose passes when this is <= atol
     b_absmax: float
     nonfinite_mismatch: int  # positions where exactly one side is NaN/Inf, or they differ
@@ -81,7 +81,7 @@ class PairMetrics:
 
         return {"max_abs": f(self.max_abs), "mean_abs": f(self.mean_abs), "max_rel": f(self.max_rel), "rmse": f(self.rmse),
                 "cosine": f(self.cosine), "sqnr_db": json_sqnr(self.sqnr_db, self.count, self.exact), "exact": self.exact,
-                "worst_index": list(self.worst) if self.count else None, "nonfinite_mismatch": self.nonfinite_mismatch,
+                "worst_index": list(self.worst) if self.count and self.worst is not None else None, "nonfinite_mismatch": self.nonfinite_mismatch,
                 "count": self.count, "nonfinite_same": self.nonfinite_same}
 
     @property
@@ -102,11 +102,11 @@ class IntroducedError:
     allclose excess or max relative error (they would cost the one-run diff eight more passes over every
     tensor, for numbers no verdict reads)."""
     max_abs: float
-    mean_abs: float | None  # None: of a light diff's pair (PairMetrics.mean_abs)
+    mean_abs: float | None  # None (and worst): of a light diff's pair (PairMetrics.mean_abs)
     rmse: float
     cosine: float
     sqnr_db: float
-    worst: tuple[int, ...]
+    worst: tuple[int, ...] | None
     nonfinite_mismatch: int
     count: int = 0  # finite pairs measured (PairMetrics.count: 0, nothing, is never exact)
 
