@@ -146,6 +146,32 @@ def test_separate_runs_measure_them_as_ever(tmp_path):
     assert all(r.metrics.max_rel is not None and r.metrics.mean_abs is not None for r in res.results if r.metrics)
 
 
+@pytest.mark.parametrize("how", ["not mergeable", "the one run fails"])
+def test_a_light_diff_that_falls_back_to_separate_runs_reports_what_they_measured(how, tmp_path, monkeypatch):
+    """A light diff whose one run cannot be (the models cannot share a graph) or fails: the separate runs
+    measure every metric, and the results hold them (not None, as if they were not measured), equal to a full
+    diff's in separate runs."""
+    from onnxprobe.compare.fused import NotMergeable
+    from onnxprobe.errors import ExecutionError
+
+    a, b, feeds = _perturbed("mlp", tmp_path), str(sample_path("mlp")), sample_feeds("mlp")
+    if how == "not mergeable":
+        def refuse(*args, **kw):
+            raise NotMergeable("a test's refusal")
+        monkeypatch.setattr(measure, "build_cached", refuse)
+    else:
+        def fail(*args, **kw):
+            raise ExecutionError("a test's failure")
+        monkeypatch.setattr(measure, "run", fail)
+        monkeypatch.setattr(measure, "runtime_shapes", lambda *args, **kw: {})
+    light = _diff(a, b, feeds, False)
+    apart = _diff(a, b, feeds, True, fuse=False)
+    assert light.in_graph == 0 and any("separate runs" in n or "run apart" in n for n in light.notes), light.notes
+    got = [r.metrics for r in light.results if r.metrics is not None]
+    assert got and all(m.max_rel is not None and m.mean_abs is not None and m.worst is not None for m in got)
+    assert [repr(vars(r.metrics)) for r in light.results if r.metrics] == [repr(vars(r.metrics)) for r in apart.results if r.metrics]
+
+
 def test_extras_is_a_switch(tmp_path):
     with pytest.raises(api.UsageError, match="extras"):
         api.diff(str(sample_path("mlp")), str(sample_path("mlp")), extras="no")

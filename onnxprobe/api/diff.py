@@ -286,7 +286,8 @@ def diff(
     (``fuse``) computes no max relative error, mean |a-b| nor the worst element's index (three passes over
     every tensor fewer, and a ReduceMax for the ArgMax), and each result's ``metrics.max_rel``, ``mean_abs`` and
     ``worst`` are None, as are its introduced error's ``mean_abs`` and ``worst``; kept where a criterion judges by one, and
-    measured as ever by a diff in separate runs (another runtime or device, ``vs_torch``, ``fuse=False``).
+    measured as ever by a diff in separate runs (another runtime or device, ``vs_torch``, ``fuse=False``, and a
+    one run that cannot be or fails, whose pairs the separate runs then measure).
 
     ``runtime`` runs A (and a model B): ``ort`` (default), ``openvino``, ``tensorrt`` or ``reference``;
     ``vs_runtime`` compares the model with itself on another runtime (on ``vs_device``, that runtime's

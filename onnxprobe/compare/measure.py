@@ -203,7 +203,7 @@ def _fused(plan: DiffPlan, feeds: dict, sample: int, key):
                     apart = str(e)
                     raise settings_error(UsageError, lambda say: f"{say.either('profile', '--profile')} times diff's one "
                                          f"run of both models: these run apart ({apart})") from e
-                plan.fuse = False
+                plan.fuse, plan.extras = False, True  # separate runs measure every metric: all reported
                 why = f"the models run apart, not as one graph ({e}): the same numbers, more time"
                 if why not in plan.notes:
                     plan.notes.append(why)
@@ -231,7 +231,7 @@ def _fused(plan: DiffPlan, feeds: dict, sample: int, key):
         plan.skip |= set(found)
         plan.fused = None
     plan.notes.append(f"the one-run diff failed ({first_line(failed)}); measured in separate runs")
-    plan.fuse = False
+    plan.fuse, plan.extras = False, True  # as above
     return None
 
 
