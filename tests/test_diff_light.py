@@ -239,3 +239,36 @@ def test_cache_light_entry_never_serves_a_full_run(tmp_path, monkeypatch):
     light = _cli(a, b, "--format", "csv")
     full = _cli(a, b, "--format", "csv", "--json", tmp_path / "s.json")
     assert light.stdout == full.stdout
+
+
+def test_light_numbers_are_the_full_ones_on_rows_past_block_max(tmp_path, monkeypatch):
+    """Tensors of 3 rows of 17000 elements (past BLOCK_MAX: float64 sums, three partials per term): a light
+    diff's RMSE, cosine and SQNR, and its introduced error's, are the full diff's bit for bit (they were off in
+    the last bits: onnxruntime's float64 row sums round by where the row starts, and the light rows, without
+    Σ|d| first, moved every term up one row), and the full diff's cosine is numpy float64's."""
+    from onnx import TensorProto, helper
+
+    monkeypatch.setattr(base_runner, "SMALL_PAIRS_ON_HOST", (0, 0))
+
+    def model(path, w, c):
+        inits = [numpy_helper.from_array(np.array(w, np.float32), "w"), numpy_helper.from_array(np.array(c, np.float32), "c")]
+        nodes = [helper.make_node("Mul", ["x", "w"], ["xw"], name="mul"), helper.make_node("Add", ["xw", "c"], ["y"], name="add"),
+                 helper.make_node("Relu", ["y"], ["z"], name="relu")]
+        g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", "n"])],
+                              [helper.make_tensor_value_info("z", TensorProto.FLOAT, None)], inits)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+        onnx.save(m, str(path))
+        return str(path)
+
+    a, b = model(tmp_path / "a.onnx", 1.001, 0.01), model(tmp_path / "b.onnx", 1.0, 0.0)
+    feeds = {"x": (np.random.default_rng(0).standard_normal((3, 17000)) * 3).astype(np.float32)}
+    full, light = _diff(a, b, feeds, True), _diff(a, b, feeds, False)
+    assert light.in_graph == full.in_graph >= 3
+    va, vb = _values(a, feeds), _values(b, feeds)
+    for f, g in zip(full.results, light.results):
+        assert _others(f.metrics) == _others(g.metrics), f.pair.a.name
+        assert (f.introduced is None) == (g.introduced is None)
+        if f.introduced is not None:
+            assert _others(f.introduced) == _others(g.introduced), f.pair.a.name
+        x, y = va[f.pair.a.name].astype(np.float64).ravel(), vb[f.pair.b.name].astype(np.float64).ravel()
+        assert f.metrics.cosine == pytest.approx((x @ y) / math.sqrt((x @ x) * (y @ y)), rel=1e-12)

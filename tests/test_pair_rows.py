@@ -123,3 +123,37 @@ def test_row_without_extras_equals_numpy_float64_and_holds_no_view_of_the_tensor
     want_max = [d.max()] if light else [d.max(), np.abs(b64).max(), (d - 1e-3 * np.abs(b64)).max()]
     np.testing.assert_allclose(np.ravel(got_max), want_max, rtol=1e-6, atol=0)
     np.testing.assert_allclose(np.ravel(got_sums), [(d * d).sum(), (b64 * b64).sum(), (a64 * a64).sum()], rtol=1e-6)
+
+
+# rows past BLOCK_MAX (float64 sums from the start) and an odd number of partial sums per term: onnxruntime's
+# float64 ReduceSum along a row of odd length rounds by where the row starts in its buffer (the vectorised sum
+# peels an unaligned first element), so a term's sum moved one row up (Σ|d| left out before it) read other last bits
+WIDE = {"3 rows past BLOCK_MAX": (3, BLOCK_MAX + 1), "3 rows of 17000": (3, 17000), "5 rows of 20000": (5, 1, 20000),
+        "symbolic": (3, "n")}
+
+
+@pytest.mark.parametrize("light", [False, True], ids=["pair", "introduced"])
+@pytest.mark.parametrize("case", list(WIDE))
+def test_row_without_extras_sums_bit_for_bit_the_full_rows(case, light):
+    """A row without extras sums Σd², Σb² and Σa² to the same float64 bits as the full row (the promise of a
+    light diff: every number it reports is the full diff's), whatever the rows' layout; both against numpy."""
+    from onnxprobe.graph.pair_nodes import PairBuilder
+
+    declared = WIDE[case]
+    shape = tuple(17000 if d == "n" else d for d in declared)
+    rng = np.random.default_rng(0)
+    b = np.asarray(rng.standard_normal(shape) * 3, np.float32)
+    a = np.asarray(b * np.float32(1.001) + np.float32(0.01), np.float32)
+    got = {}
+    for extras in (True, False):
+        g = helper.make_graph([], "g", [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(declared)) for n in "ab"], [])
+        pb = PairBuilder(g, 17, {"a", "b"})
+        _, _, sums = pb.pair_row("a", "b", declared, 1e-3, "p", light=light, extras=extras, sizes=shape)
+        g.output.extend([onnx.ValueInfoProto(name=sums)])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+        got[extras] = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run([sums], {"a": a, "b": b})[0]
+    full, lean = np.ravel(got[True]).tolist(), np.ravel(got[False]).tolist()
+    a64, b64 = a.astype(np.float64).ravel(), b.astype(np.float64).ravel()
+    d = a64 - b64
+    np.testing.assert_allclose(full, [d @ d, b64 @ b64, a64 @ a64, np.abs(d).sum()], rtol=1e-9)
+    assert lean == full[:3], (lean, full)  # Σd², Σb², Σa²: the full row's bits

@@ -406,15 +406,19 @@ def _row(got: dict, name: str, aa: float | None = None, light: bool = False, ext
     """A pair's three outputs (``PairBuilder.pair_row``) as {PAIR_ROW name: value}; ``aa``: Σa² when
     the row left it to an earlier one; ``light``: an introduced error's row (max |d| its only maximum,
     the others left at 0: ``PairSums.one`` ignores them); ``extras`` False: a row without the max
-    relative error, Σ|d| nor argmax (``EXTRAS``), read as 0 and -1 (``compare.diff.finish`` reports them as None)."""
+    relative error, Σ|d| nor argmax (``EXTRAS``), read as 0 and -1 (``compare.diff.finish`` reports them as None);
+    None for outputs of another layout than these."""
     if f"{name}.max" not in got:
         return None
     sums = np.asarray(got[f"{name}.sum"], np.float64).reshape(-1).tolist()
     maxima = np.asarray(got[f"{name}.max"], np.float64).reshape(-1).tolist()
-    if not extras:  # max_rel is a pair's last maximum, sum_abs the first sum
-        maxima, sums = maxima if light else maxima + [0.0], [0.0] + sums
+    if not extras and not light:  # max_rel is a pair's last maximum
+        maxima = maxima + [0.0]
+    # Σd², Σb², Σa² where the row summed it, Σ|d| with extras (``PairBuilder.pair_row``'s order)
+    if len(sums) != 2 + (aa is None) + extras or len(maxima) != (1 if light else len(MAXIMA)):
+        return None
     v = dict(zip(MAXIMA, maxima + [0.0] * (len(MAXIMA) - 1) if light else maxima))
-    v.update(zip(SUMS, sums + ([aa] if len(sums) < len(SUMS) else [])))
+    v.update(zip(SUMS, [*sums[:2], sums[2] if aa is None else aa, sums[-1] if extras else 0.0]))
     v["argmax"] = int(np.asarray(got[f"{name}.arg"]).reshape(-1)[0]) if extras else -1
     return v if len(v) == len(PAIR_ROW) else None
 

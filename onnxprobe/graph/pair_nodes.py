@@ -29,9 +29,9 @@ from onnxprobe.graph.stats_nodes import StatsBuilder, suffix_axes
 from onnxprobe.stats.metrics import REL_TINY
 from onnxprobe.types import element_count
 
-PAIR_ROW = ("max_abs", "b_absmax", "excess", "max_rel", "argmax", "sum_abs", "dd", "bb", "aa")
+PAIR_ROW = ("max_abs", "b_absmax", "excess", "max_rel", "argmax", "dd", "bb", "aa", "sum_abs")
 MAXIMA, SUMS = PAIR_ROW[:4], PAIR_ROW[5:]  # the float32 [4, 1...] and float64 [3 or 4] outputs; argmax is int64 [1]
-EXTRAS = ("max_rel", "sum_abs", "argmax")  # what a row without extras leaves out: the last maximum, the first sum, the index
+EXTRAS = ("max_rel", "sum_abs", "argmax")  # what a row without extras leaves out: the last maximum, the last sum, the index
 
 
 class PairBuilder(StatsBuilder):
@@ -78,11 +78,15 @@ class PairBuilder(StatsBuilder):
             max_abs = self.node("Gather", [ad_arg, argmax], f"{base}.max_abs", axis=0)
         else:  # no index asked for: a ReduceMax (and no Gather)
             argmax, max_abs = None, self.red("ReduceMax", ad_arg, f"{base}.max_abs", keepdims=1)
-        terms = [("ReduceSum", ad, "sum_abs")] if extras else []
-        terms += [("ReduceSumSquare", d, "dd"), ("ReduceSumSquare", b, "bb")]
+        terms = [("ReduceSumSquare", d, "dd"), ("ReduceSumSquare", b, "bb")]
         if key not in self._summed:
             terms.append(("ReduceSumSquare", a, "aa"))
             self._summed.add(key)
+        # Σ|d| last: a row without it sums the others in the rows the full row sums them in, to the same bits
+        # (onnxruntime's float64 ReduceSum along a row of odd length rounds by where the row starts in its buffer:
+        # with Σ|d| first, a light diff's SQNR and cosine were not the full diff's in the last bits, QA)
+        if extras:
+            terms.append(("ReduceSum", ad, "sum_abs"))
         sums = self._sums(terms, base, axes, row)
         if light:
             return max_abs, argmax, sums

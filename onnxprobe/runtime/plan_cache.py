@@ -161,8 +161,9 @@ def structure(model: onnx.ModelProto) -> str:
 # 37: a boolean tensor is no structural pair of an integer one, match.integers; 38: the digest holds the key too;
 # 39: int64 / uint64 tensors summarised in the graph carry their exact extremes, Probe.exact_extremes; 40: block
 # summaries without Σ|x| and the zero count, Probe.stats_extras, the option ``extras`` in the key; 41: a diff's rows
-# without extras leave out the argmax, and an introduced error's Σ|d| too, graph.pair_nodes.EXTRAS)
-FORMAT = 41
+# without extras leave out the argmax, and an introduced error's Σ|d| too, graph.pair_nodes.EXTRAS; 42: a pair row's
+# Σ|d| is its last sum, not its first)
+FORMAT = 42
 
 
 def key_of(parts: dict) -> str:
