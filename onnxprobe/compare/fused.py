@@ -27,7 +27,7 @@ from onnxprobe.compare.introduced import cone, copy_cone
 from onnxprobe.compare.sides import Side
 from onnxprobe.graph.builder import all_names, default_opset, interleave, rename_output
 from onnxprobe.graph.merge import PREFIX as PREFIX_B
-from onnxprobe.graph.merge import PREFIX_A, NotMergeable, side_by_side
+from onnxprobe.graph.merge import PREFIX_A, NotMergeable, cone_prefix, side_by_side
 from onnxprobe.graph.pair_nodes import MAXIMA, PAIR_ROW, SUMS, PairBuilder
 from onnxprobe.graph.shapes import concrete_sizes, infer_shapes, shapes_with_folded, static_shape, value_types
 from onnxprobe.graph.skeleton import large_constants, large_initializers, skeleton, stubs
@@ -366,7 +366,7 @@ def _cone_output(g, pb: PairBuilder, target: str, k: int, known: dict[str, str],
     nodes, boundary, _ = got
     if not all(x in known for x in boundary):  # a graph input: the same feed on both sides
         boundary = [x for x in boundary if x in known]
-    prefix = f"onnxprobe.cone{k}/"
+    prefix = cone_prefix(k)  # graph.merge.origin tells these copies from the models' own nodes
     rename = {o: prefix + o for n in nodes for o in n.output if o}
     for x in boundary:
         src = known[x]

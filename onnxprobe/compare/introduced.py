@@ -12,6 +12,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
+from onnxprobe.graph.merge import cone_node_name
 from onnxprobe.graph.walk import subgraphs
 
 MAX_CONE_NODES = 64
@@ -64,9 +65,7 @@ def copy_cone(nodes: list[onnx.NodeProto], prefix: str, rename: dict[str, str]) 
     for n in nodes:
         c = onnx.NodeProto()
         c.CopyFrom(n)
-        # an unnamed node is named by its op and first output (unique): two unnamed nodes of one op in a
-        # cone would otherwise share a name, which onnxruntime refuses
-        c.name = prefix + (n.name or f"{n.op_type}({next((o for o in n.output if o), '')})")
+        c.name = cone_node_name(prefix, n)  # an unnamed node: its op and first output
         c.input[:] = [rename.get(i, i) if i else i for i in n.input]
         c.output[:] = [prefix + o if o else o for o in n.output]
         out.append(c)

@@ -13,11 +13,18 @@ nodes are ordered so that the two models advance together along ``pairs`` (A ten
 pair's producers next to each other: a tensor is then compared and freed while both models run, as each
 would alone, instead of one model's activations waiting for the other's.
 
+``origin(name)`` tells which model a node of the merged graph is: A's or B's own (the name it has in its
+model), or a copy of B's node that ``compare.fused`` runs on A's tensors (named with ``cone_prefix``,
+``cone_node_name``); None for the nodes onnxprobe adds (metrics, statistics: "onnxprobe/...").
+
 Models that cannot share a graph raise ``NotMergeable`` with the reason (different opset versions of a
 domain, model-local functions); the caller then runs the two separately.
 """
 
 from __future__ import annotations
+
+import re
+from dataclasses import dataclass
 
 import onnx
 
@@ -25,6 +32,53 @@ from onnxprobe.graph.builder import opset_version
 from onnxprobe.graph.walk import subgraphs, unread_extras
 
 PREFIX_A, PREFIX = "onnxprobe.a/", "onnxprobe.b/"
+CONE_PREFIX = "onnxprobe.cone"  # + k + "/": the copies of B's nodes fed with A's tensors (``cone_prefix``)
+_CONE = re.compile(re.escape(CONE_PREFIX) + r"\d+/")
+_UNNAMED = re.compile(r"([A-Za-z0-9_]+)\((.*)\)")  # ``cone_node_name`` of an unnamed node: op(first output)
+
+
+def cone_prefix(k: int) -> str:
+    """The prefix of the names (nodes, outputs) of pair ``k``'s copy of B's nodes."""
+    return f"{CONE_PREFIX}{k}/"
+
+
+def cone_node_name(prefix: str, n: onnx.NodeProto) -> str:
+    """The name of a copy of node ``n``: an unnamed one is named by its op and first output (unique: two
+    unnamed nodes of one op in a cone would otherwise share a name, which onnxruntime refuses)."""
+    return prefix + (n.name or f"{n.op_type}({next((o for o in n.output if o), '')})")
+
+
+@dataclass(frozen=True)
+class Origin:
+    """A merged graph's node, as its model has it: ``side`` "A" or "B", ``node`` its name there ("" when
+    unnamed: then ``op`` and ``output``, the tensor it writes), ``cone`` True for B's node run again on A's
+    tensors (the error it introduces)."""
+
+    side: str
+    node: str
+    cone: bool = False
+    op: str = ""
+    output: str = ""
+
+    def __str__(self) -> str:
+        what = (f"node {self.node!r} of model {self.side}" if self.node
+                else f"model {self.side}'s unnamed {self.op} node that writes {self.output!r}")
+        return what + (", fed with model A's tensors (its copy that measures the introduced error)" if self.cone else "")
+
+
+def origin(name: str) -> Origin | None:
+    """Which model's node ``name`` (a node of ``side_by_side``'s graph, or of ``compare.fused``'s) is;
+    None for a node onnxprobe adds."""
+    cone = _CONE.match(name)
+    rest = name[cone.end():] if cone else name
+    if rest.startswith(PREFIX):
+        return Origin("B", rest[len(PREFIX):], bool(cone))
+    if rest.startswith(PREFIX_A) and not cone:
+        return Origin("A", rest[len(PREFIX_A):])
+    unnamed = _UNNAMED.fullmatch(rest) if cone else None
+    if unnamed and unnamed.group(2).startswith(PREFIX):
+        return Origin("B", "", True, unnamed.group(1), unnamed.group(2)[len(PREFIX):])
+    return None
 
 
 class NotMergeable(Exception):

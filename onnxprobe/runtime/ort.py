@@ -23,6 +23,7 @@ import onnx
 from onnxprobe.errors import (DeviceUnavailable, ExecutionError, ModelError, SessionError, UsageError, first_line, setting_error)
 from onnxprobe.graph.builder import opset_version
 from onnxprobe.graph.io import is_large, save_beside
+from onnxprobe.graph.merge import origin
 from onnxprobe.memory import return_freed_memory, trim, unpark
 from onnxprobe.runtime.arrays import narrow_buffer
 from onnxprobe.runtime import ort_options
@@ -247,6 +248,10 @@ def explain_ort_error(msg: str, device: str = "cpu") -> str:
     m = _NO_KERNEL.search(msg)
     if m:
         op, ver, node = m.groups()
+        own = origin(node)  # a model's own node in diff's one run of both models (graph.merge)
+        if own is not None:
+            return (f"onnxruntime has no {device} kernel for op {op} (opset {ver}) at {own} (in diff's one run of "
+                    f"both models); try another device, or check the op's input types")
         if node.startswith(("onnxprobe.", "onnxprobe/")):  # a node of the loss or backward graph onnxprobe adds
             return (f"onnxruntime has no {device} kernel for op {op} (opset {ver}) for the tensor types of node {node!r}, "
                     f"which onnxprobe adds (the loss, a gradient or a statistic) for this model's types: try another "
@@ -271,6 +276,9 @@ def explain_ort_error(msg: str, device: str = "cpu") -> str:
     first = _without_source_locations(first)
     whole = " ".join([first] + lines[1:])  # the whole message, on one line: its second half often says which index
     node = re.search(r"Name:'(onnxprobe[./][^']*)'", whole)
+    own = origin(node.group(1)) if node else None
+    if own is not None:  # "onnxprobe.b/X": B's own node X in diff's one run of both models (graph.merge)
+        return f"onnxruntime cannot run {own} (in diff's one run of both models): {whole[:600]}"
     if node:  # a node onnxprobe added (the loss, the backward graph, a statistic): not the model's own
         return (f"onnxruntime cannot run node {node.group(1)!r}, which onnxprobe adds for this model (its backward graph, "
                 f"loss or statistics), with these tensor types: {whole[:600]}")

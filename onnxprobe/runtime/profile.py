@@ -23,12 +23,13 @@ from dataclasses import dataclass, field
 import onnx
 
 from onnxprobe.graph.builder import fresh_name
+from onnxprobe.graph.merge import CONE_PREFIX
 from onnxprobe.graph.walk import all_graphs
 from onnxprobe.runtime.ort import create_session, run_bound
 
 SUFFIXES = ("_nchwc", "_fused", "_token")
 LAYOUT_OPS = ("ReorderInput", "ReorderOutput")  # NCHWc layout changes: "other", not a model node's work
-PROBE_NODES = ("onnxprobe/", "onnxprobe.cone")
+PROBE_NODES = ("onnxprobe/", CONE_PREFIX)
 # activations onnxruntime folds into the kernel before them (Conv, Gemm, NCHWc Conv): never into one after
 ACTIVATIONS = frozenset({"Relu", "LeakyRelu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Clip", "Elu", "Selu",
                          "Softplus", "Softsign", "ThresholdedRelu", "Gelu", "QuickGelu"})
