@@ -3,12 +3,7 @@ pair metrics (``compare.fused``).
 
 Contract: ``side_by_side(a, b, pairs)`` returns a *new* model holding A's graph and B's, every name of
 each prefixed (inside If/Loop/Scan bodies too) except the graph inputs, which they share (the same
-feeds run both). Symbolic dims are renamed too: B's dim names (``dim_param``, in bodies too) get B's
-prefix, but those that A's declaration of the same shared input names alike at the same place (the
-same tensors: such a dim is one size in both). Shape inference invents names per model ("unk__0"), and
-exporters name alike ("seq"): kept, a dim of A and an unrelated one of B would be one name in the merged
-graph, which onnxruntime's allocation planner takes for one size, reusing a buffer of A's for B's tensor
-(a NonZero whose count differs between A and B failed the run). Neither input model is touched. The
+feeds run both). Neither input model is touched. The
 nodes are ordered so that the two models advance together along ``pairs`` (A tensor, B tensor), each
 pair's producers next to each other: a tensor is then compared and freed while both models run, as each
 would alone, instead of one model's activations waiting for the other's.
@@ -135,41 +130,6 @@ def _rename(g: onnx.GraphProto, prefix: str, outer: dict[str, str], shared: set[
     return local
 
 
-def _dims(t: onnx.TypeProto):
-    """The shape dims of a type (a tensor's, or the tensors a sequence, optional or map holds)."""
-    kind = t.WhichOneof("value")
-    if kind in ("tensor_type", "sparse_tensor_type"):
-        yield from getattr(t, kind).shape.dim
-    elif kind in ("sequence_type", "optional_type"):
-        yield from _dims(getattr(t, kind).elem_type)
-    elif kind == "map_type":
-        yield from _dims(t.map_type.value_type)
-
-
-def _shared_dims(ga: onnx.GraphProto, gb: onnx.GraphProto) -> set[str]:
-    """B's dim names that are A's too, and one size in both: the same name at the same place of a shared
-    input's declaration in both graphs."""
-    a_in = {i.name: i.type for i in ga.input}
-    out = set()
-    for i in gb.input:
-        if i.name in a_in:
-            da, db = list(_dims(a_in[i.name])), list(_dims(i.type))
-            if len(da) == len(db):
-                out |= {y.dim_param for x, y in zip(da, db) if y.dim_param and x.dim_param == y.dim_param}
-    return out
-
-
-def _rename_dims(g: onnx.GraphProto, prefix: str, keep: set[str]) -> None:
-    """Prefix every dim name of ``g``'s inputs, outputs and value_info but ``keep``, in bodies too."""
-    for vi in (*g.input, *g.output, *g.value_info):
-        for d in _dims(vi.type):
-            if d.dim_param and d.dim_param not in keep:
-                d.dim_param = prefix + d.dim_param
-    for n in g.node:
-        for _, sg in subgraphs(n):
-            _rename_dims(sg, prefix, keep)
-
-
 def side_by_side(a: onnx.ModelProto, b: onnx.ModelProto, pairs: list[tuple[str, str]]) -> tuple[onnx.ModelProto, dict[str, str], dict[str, str]]:
     """(the merged model, {A tensor: its merged name}, {B tensor: its merged name}). ``pairs``: (A tensor,
     B tensor) in the order they are compared (A's topological order). Both models' names are prefixed
@@ -192,7 +152,6 @@ def side_by_side(a: onnx.ModelProto, b: onnx.ModelProto, pairs: list[tuple[str, 
         raise NotMergeable("the models take different inputs")
     ga, a_name = _prefixed(a, PREFIX_A)
     gb, b_name = _prefixed(b, PREFIX)
-    _rename_dims(gb, PREFIX, _shared_dims(ga, gb))
     out = onnx.ModelProto()
     out.CopyFrom(a)
     g = out.graph
