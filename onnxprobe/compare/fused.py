@@ -26,6 +26,7 @@ from onnx import TensorProto
 from onnxprobe.compare.introduced import cone, copy_cone
 from onnxprobe.compare.sides import Side
 from onnxprobe.graph.builder import all_names, default_opset, interleave, rename_output
+from onnxprobe.graph.dims_apart import keep_apart_in_place
 from onnxprobe.graph.merge import PREFIX as PREFIX_B
 from onnxprobe.graph.merge import PREFIX_A, NotMergeable, cone_prefix, side_by_side
 from onnxprobe.graph.pair_nodes import MAXIMA, PAIR_ROW, SUMS, PairBuilder
@@ -110,6 +111,8 @@ def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, 
     if stale:  # declared for other input shapes: onnxruntime would plan buffers on them (graph.stale_shapes)
         merged = without_shapes(merged, stale)
         notes.append(stale_note({k.split("/", 1)[-1]: v for k, v in stale.items()}))
+    if input_shapes is not None:  # a dim name A's and B's tensors share but not a size (NonZero counts): B's own
+        keep_apart_in_place(merged, {**folded, **concrete}, input_shapes, PREFIX_B)
     g = merged.graph
     types = value_types(infer_shapes(merged))  # the tensors onnxprobe added (dequantizations) may lack value_info
     each, total = base_runner.SMALL_PAIRS_ON_HOST
