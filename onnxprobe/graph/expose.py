@@ -29,13 +29,13 @@ from onnxprobe.graph.carried_types import (
 from onnxprobe.graph.densify import dense_array
 from onnxprobe.graph.shapes import own_type, value_types
 from onnxprobe.graph.stats_nodes import (
-    IDENTITY_ROW, MIN_OPSET, ROW_WIDTH, UNSUPPORTED_STATS_DTYPES, StatsBuilder, needs_masking,
+    IDENTITY_ROW, MIN_OPSET, ROW_WIDTH, UNSUPPORTED_STATS_DTYPES, StatsBuilder,
 )
 from onnxprobe.graph.summary import all_types, not_a_tensor, sparse_values
 from onnxprobe.graph.walk import NodeSite, all_graphs, walk
 from onnxprobe.types import Probe, TensorRef
 
-__all__ = ["expose", "unsure_stack", "needs_masking", "default_opset", "STATS_PREFIX", "SHAPE_PREFIX", "RAW_PREFIX"]
+__all__ = ["expose", "unsure_stack", "default_opset", "STATS_PREFIX", "SHAPE_PREFIX", "RAW_PREFIX"]
 
 STATS_PREFIX = "onnxprobe.stats:"
 SHAPE_PREFIX = "onnxprobe.shape:"
@@ -142,7 +142,7 @@ def expose(
     extras: bool = True,
 ) -> tuple[onnx.ModelProto, list[Probe]]:
     """``nonfinite``: how float tensors holding NaN/Inf get correct statistics: "in-graph" (an If node per
-    tensor, self-contained), "deferred" (the caller reruns those that ``needs_masking`` says) or
+    tensor, self-contained), "deferred" (the caller reruns those that ``stats.tensor_stats.needs_rerun`` says) or
     "masked" (masks always). See StatsBuilder._stats_row_blocked. ``host``: tensors (small ones) whose
     statistics and shape the caller computes from their values: exposed as they are, with no statistics
     nodes (``Probe.stats_on_host``; ``Probe.raw_for_stats`` when their values were not asked for).

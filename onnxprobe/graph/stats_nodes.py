@@ -40,7 +40,7 @@ import onnx
 from onnx import TensorProto, helper
 
 from onnxprobe.graph.builder import GraphBuilder, interleave
-from onnxprobe.stats.tensor_stats import BLOCK_CORE, BLOCK_PARTS, COL, MAX_COL, MIN_COL, ROW, SAFE_HALF_RANGE, UNIT_RANGE, needs_rerun
+from onnxprobe.stats.tensor_stats import BLOCK_CORE, BLOCK_PARTS, COL, MAX_COL, MIN_COL, ROW, SAFE_HALF_RANGE, UNIT_RANGE
 from onnxprobe.types import element_count
 
 ROW_WIDTH = len(ROW)
@@ -53,13 +53,7 @@ WIDE_INTS = {TensorProto.INT64: TensorProto.INT64, TensorProto.UINT64: TensorPro
 MIN_OPSET = 9  # IsNaN and Where
 TINY32 = np.float32(1.4e-45)  # the smallest float32 subnormal: a half-range that is 0 divides by this
 
-__all__ = ["StatsBuilder", "block_size", "needs_masking", "IDENTITY_ROW", "ROW_WIDTH", "UNSUPPORTED_STATS_DTYPES", "MIN_OPSET"]
-
-
-def needs_masking(st) -> bool:
-    """True when a "deferred" fast row came out untrustworthy and the tensor must be summarised again
-    with expose(..., nonfinite="masked") (see ``stats.tensor_stats.needs_rerun``)."""
-    return needs_rerun(st)
+__all__ = ["StatsBuilder", "block_size", "IDENTITY_ROW", "ROW_WIDTH", "UNSUPPORTED_STATS_DTYPES", "MIN_OPSET"]
 
 
 class StatsBuilder(GraphBuilder):
