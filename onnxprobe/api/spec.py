@@ -39,7 +39,7 @@ def read_given(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], bool]:
 
 
 def what_came(value) -> str:
-    """What came instead, for messages: its type and the start of its repr ."""
+    """What came instead, for messages: its type and the start of its repr."""
     return f"{type(value).__name__} {clip(controls(repr(value)), 40)}"
 
 

@@ -217,14 +217,12 @@ def finish(plan: DiffPlan, measured: dict[int, Measured], labels: list[str] | No
             results.append(PairResult(p, None, None, None, None, tol, why))
         else:
             got = metrics[k]
-            intro = m.introduced
             # nothing finite measured: not a pass (no value to compare), or a fail (NaN/Inf on one side only)
             why = nothing_measured(m.sums.shape, got) if got.empty else None
             passed = tol.judge(got)
-            if intro is not None and not got.empty:
-                intro = intro.introduced() if plan.extras else replace(intro.introduced(), mean_abs=None, worst=None)
-            else:
-                intro = None
+            intro = m.introduced.introduced() if m.introduced is not None and not got.empty else None
+            if intro is not None and not plan.extras:  # as the pairs' metrics above
+                intro = replace(intro, mean_abs=None, worst=None)
             results.append(PairResult(p, m.sums.shape, got, intro,
                                       passed, tol, why, pooled=m if labels is not None else None,
                                       kernel_ms=plan.kernel_ms.get(k)))

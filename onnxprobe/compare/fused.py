@@ -29,7 +29,7 @@ from onnxprobe.graph.builder import all_names, default_opset, interleave, rename
 from onnxprobe.graph.dims_apart import keep_apart_in_place
 from onnxprobe.graph.merge import PREFIX as PREFIX_B
 from onnxprobe.graph.merge import PREFIX_A, NotMergeable, cone_prefix, side_by_side
-from onnxprobe.graph.pair_nodes import MAXIMA, PAIR_ROW, SUMS, PairBuilder
+from onnxprobe.graph.pair_nodes import MAXIMA, SUMS, PairBuilder
 from onnxprobe.graph.shapes import concrete_sizes, infer_shapes, shapes_with_folded, static_shape, value_types
 from onnxprobe.graph.skeleton import large_constants, large_initializers, skeleton, stubs
 from onnxprobe.graph.stale_shapes import stale_note, stale_shapes, without_shapes
@@ -423,7 +423,7 @@ def _row(got: dict, name: str, aa: float | None = None, light: bool = False, ext
     v = dict(zip(MAXIMA, maxima + [0.0] * (len(MAXIMA) - 1) if light else maxima))
     v.update(zip(SUMS, [*sums[:2], sums[2] if aa is None else aa, sums[-1] if extras else 0.0]))
     v["argmax"] = int(np.asarray(got[f"{name}.arg"]).reshape(-1)[0]) if extras else -1
-    return v if len(v) == len(PAIR_ROW) else None
+    return v
 
 
 def _sums(v: dict, shape: tuple[int, ...], sample: int, light: bool = False) -> PairSums | None:
