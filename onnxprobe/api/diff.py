@@ -320,6 +320,17 @@ def diff(
         return diff_torch(a, vs_torch, selection=selection, config=config, inputs=inputs, tolerance=tolerance,
                           per_tensor=per_tensor, user_map=user_map, introduced=introduced, max_memory=max_memory,
                           progress=progress)
+    from onnxprobe.api import diff_direct  # a repeated request: served from the plan cache without reading the models
+
+    ticket = diff_direct.ticket(
+        a, b, others=bool(vs_device or vs_opt_level or vs_runtime or vs_npz is not None or fp32_sensitivity or not fuse or profile),
+        runtime=runtime, runtime_options=runtime_options, selection=selection or Selection(), config=config, inputs=inputs,
+        tolerance=tolerance, per_tensor=per_tensor, user_map=user_map, introduced=introduced, max_memory=max_memory,
+        extras=extras)
+    if ticket is not None and (res := diff_direct.served(ticket, lambda fed: make_sides(
+            a, b, config=config, constants=bool(selection and selection.include_constants),
+            shapes={k: tuple(np.shape(v)) for k, v in fed.items()})[1:])) is not None:
+        return res
     a_model = as_model(a)
     saved_notes: list[str] = []
     if vs_npz is not None:
@@ -346,6 +357,8 @@ def diff(
         res.sensitivity = _sensitivity(res, fs.values, fp32_sensitivity)
         if not res.sensitivity:
             res.notes.append("--fp32-sensitivity: no QDQ layer of A could be kept in fp32 (it needs a QDQ model A and a model B)")
+    if ticket is not None:
+        diff_direct.remember(ticket, res)
     return res
 
 

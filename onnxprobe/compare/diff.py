@@ -189,13 +189,27 @@ def diff(a: Side, b: Side, feeds: dict[str, np.ndarray], selection: Selection, t
     if a.runner.takes_feeds and b.runner.takes_feeds:  # no shared feed: each runner feeds them zeros (``feeds.fed``)
         unread = {n for u in unread_extras(a.model.proto, b.model.proto) for n in u}
         feeds = {k: v for k, v in feeds.items() if k not in unread}
-    return finish(plan, measure(plan, feeds, progress=progress))
+    res = finish(plan, measure(plan, feeds, progress=progress))
+    res.plan = plan
+    return res
 
 
 def finish(plan: DiffPlan, measured: dict[int, Measured], labels: list[str] | None = None) -> DiffResult:
     """The DiffResult of a plan's measurements (one sample's, or a dataset's pooled: then ``labels``
     names the samples, and problems say in which one they showed)."""
     a, b = plan.a, plan.b
+    results, scaled = judged(plan, measured, labels)
+    notes = list(a.notes) + list(a.runner.notes) + list(b.notes) + list(b.runner.notes) + plan.notes
+    plan.exact_inputs = _introduced_from_exact_inputs(results, a, b, set(plan.by_b))
+    explain_unmatched(plan.matching, a, b)
+    return assembled(plan, a, b, results, scaled, measured_label(a, b), list(dict.fromkeys(notes)),
+                     sum(1 for m in measured.values() if m.in_graph), labels)
+
+
+def judged(plan, measured: dict[int, Measured], labels: list[str] | None = None) -> tuple[list[PairResult], object]:
+    """Each pair of ``plan.report`` with its metrics and verdict (in the report's order), and the criterion at the
+    run's scale (``_at_scale``). ``plan``: a DiffPlan, or what a served diff keeps of one (``api.diff_direct``):
+    ``report``, ``rtol_of``, ``tolerance_of``, ``extras``, ``kernel_ms``."""
     results: list[PairResult] = []
     # each measured pair's metrics, once: a rule relative to the run's scale reads them all before judging any
     metrics = {k: m.sums.metrics(plan.rtol_of(plan.report[k])) for k, m in measured.items()
@@ -226,16 +240,20 @@ def finish(plan: DiffPlan, measured: dict[int, Measured], labels: list[str] | No
             results.append(PairResult(p, m.sums.shape, got, intro,
                                       passed, tol, why, pooled=m if labels is not None else None,
                                       kernel_ms=plan.kernel_ms.get(k)))
-    notes = list(a.notes) + list(a.runner.notes) + list(b.notes) + list(b.runner.notes) + plan.notes
-    _introduced_from_exact_inputs(results, a, b, set(plan.by_b))
+    return results, scaled
+
+
+def assembled(plan, a: Side, b: Side, results: list[PairResult], scaled, measured: str, notes: list[str], in_graph: int,
+              labels: list[str] | None = None) -> DiffResult:
+    """The DiffResult of ``judged``'s ``results`` (sorted here) and criterion ``scaled``: ``plan`` (as ``judged``
+    takes it) gives the matching, the selections, the criteria and the profile's summary."""
     results.sort(key=lambda r: (r.pair.a.index, r.pair.b.index))
     first = next((r for r in results if r.passed is False), None)
     outputs_failed = [r for r in results if r.passed is False and (r.pair.a.is_output or r.pair.b.is_output)]
-    explain_unmatched(plan.matching, a, b)
-    return DiffResult(a, b, results, plan.matching, plan.selected_b, first, outputs_failed, measured_label(a, b),
-                      list(dict.fromkeys(notes)), criterion=criterion_words(scaled(plan.tolerance), {n: scaled(t) for n, t in (plan.per_tensor or {}).items()}),
-                      per_tensor={n: scaled(t) for n, t in (plan.per_tensor or {}).items()}, selected_a=plan.selected_a,
-                      profile=dict(plan.profile_summary) or None, in_graph=sum(1 for m in measured.values() if m.in_graph),
+    per_tensor = {n: scaled(t) for n, t in (plan.per_tensor or {}).items()}
+    return DiffResult(a, b, results, plan.matching, plan.selected_b, first, outputs_failed, measured, notes,
+                      criterion=criterion_words(scaled(plan.tolerance), per_tensor), per_tensor=per_tensor,
+                      selected_a=plan.selected_a, profile=dict(plan.profile_summary) or None, in_graph=in_graph,
                       samples=len(labels) if labels is not None else None, labels=list(labels or []))
 
 
@@ -277,18 +295,19 @@ def _reject(matching: Matching, reject) -> None:
     matching.pairs[:] = kept
 
 
-def _introduced_from_exact_inputs(results: list[PairResult], a: Side, b: Side, matched: set[str]) -> None:
+def _introduced_from_exact_inputs(results: list[PairResult], a: Side, b: Side, matched: set[str]) -> tuple[set, set] | None:
     """A pair whose B cone reads only tensors A holds exactly gets its accumulated error as its introduced
     one (``compare.introduced.exact_inputs``), whatever the cone measured. ``matched``: B's tensors of every
     float pair (``DiffPlan.by_b``), where the measured cones stop: the cone is walked to the same boundary,
     whatever the selection reports (walked to the reported pairs only, a MaxPool shown alone reached back to
-    the graph input, which A holds exactly, and its 26.7 dB intro read 'exact' (QA))."""
+    the graph input, which A holds exactly, and its 26.7 dB intro read 'exact' (QA)). Returns (B's tensors
+    measured exact, those whose introduced error became their accumulated one), None where none could."""
     g = b.model.proto.graph  # a weight given as an output: no node, no cone measured, its difference its own
     weights = {t.name for t in g.initializer} - {o for n in g.node for o in n.output}
     with_intro = [r for r in results if (r.introduced is not None or r.pair.b.name in weights) and r.metrics is not None
                   and r.pair.b.kind == "float"]
     if not with_intro or not b.runner.takes_feeds:
-        return
+        return None
     exact = {r.pair.b.name for r in results if r.metrics is not None and r.metrics.exact}
     types_a = {i.name: i.type.tensor_type.elem_type for i in a.model.proto.graph.input}
     same = {i.name for i in b.model.proto.graph.input if types_a.get(i.name) == i.type.tensor_type.elem_type}
@@ -297,3 +316,4 @@ def _introduced_from_exact_inputs(results: list[PairResult], a: Side, b: Side, m
     for r in with_intro:
         if r.pair.b.name in alike:
             r.introduced = IntroducedError.of(r.metrics)
+    return exact, set(alike)

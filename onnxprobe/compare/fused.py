@@ -257,11 +257,20 @@ def run(a: Side, fg: FusedGraph, feeds: dict, report: list[Pair], sample: int = 
     ``key``: keep the session under it for the next run (a dataset's samples); None frees it.
     ``rtol_of(pair)``: the criterion's rtol, for the pairs summed on the host; ``tolerance_of(pair)``: its
     criterion, whose threshold a float32 maximum too near to is left to the host (``Tolerance.near_float32_threshold``)."""
+    if fg.model is None:
+        return Fused()
+    got, _ = a.any_runner.execute(fg.model, feeds, fg.outputs, key=key, weights=fg.weights)
+    return read(got, report, fg.raw, sample, rtol_of, tolerance_of, fg.extras)
+
+
+def read(got: dict, report: list[Pair], raw: dict, sample: int = 0, rtol_of=None, tolerance_of=None,
+         extras: bool = True) -> Fused:
+    """What a run of a merged graph measured, from its outputs ``got``: the rows of ``report``'s pairs and the
+    small ones taken raw (``raw``: ``FusedGraph.raw``); ``run`` documents the rest (a served diff reads its run
+    with this too: ``api.diff_direct``)."""
     out = Fused()
-    if fg.model is not None:
-        got, _ = a.any_runner.execute(fg.model, feeds, fg.outputs, key=key, weights=fg.weights)
-        _read(got, report, sample, out, tolerance_of, fg.extras)
-        _read_raw(got, fg.raw, report, sample, out, rtol_of or (lambda p: 0.0))
+    _read(got, report, sample, out, tolerance_of, extras)
+    _read_raw(got, raw, report, sample, out, rtol_of or (lambda p: 0.0))
     return out
 
 

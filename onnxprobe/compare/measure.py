@@ -58,6 +58,9 @@ class DiffPlan:
     selected_a: set[str] | None = None  # A's observables the selection picks (None: every one)
     floats: dict[str, tuple[int, int]] = field(default_factory=dict)  # inputs of two float types (same_values)
     memo: ModelMemo = field(default_factory=ModelMemo, repr=False)  # B's sizes by feed shapes, its cones by targets
+    # what ``compare.diff.finish`` found of B's tensors measured exact, and of those whose introduced error became
+    # their accumulated one (``_introduced_from_exact_inputs``): a served diff applies it again (``api.diff_direct``)
+    exact_inputs: tuple[set, set] | None = None
     # pairs (positions in ``report``) whose order along an axis is unspecified (a sorted=0 TopK's outputs):
     # measured on the host, both sides sorted along it (``compare.unordered``)
     unordered: dict[int, int] = field(default_factory=dict)

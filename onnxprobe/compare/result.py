@@ -81,6 +81,8 @@ class DiffResult:
     # against a torch module: A's weights named as one of its parameters that hold other values (torch.params)
     other_values: list[str] = field(default_factory=list)
     weights_checked: bool = False  # against a torch module: every weight named as a parameter was checked (other_values)
+    # the DiffPlan of a one-input diff of two ONNX models (``compare.diff.diff``): what ``api.diff_direct`` keeps of it
+    plan: object = field(default=None, repr=False, compare=False)
 
     def __repr__(self) -> str:
         verdict, why = self.verdict()

@@ -42,6 +42,10 @@ class Side:
     def describe(self) -> str:
         return self.runner.describe()
 
+    def facts(self) -> dict | None:
+        """What ``describe`` says, as JSON (the runner's ``facts``)."""
+        return self.runner.facts() if self.runner is not None else None
+
     @property
     def any_runner(self) -> Runner:
         """The runner itself, its errors not named as this side's (``runners.named``): for a run of more than

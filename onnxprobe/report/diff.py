@@ -89,6 +89,9 @@ def diff_dict(res, order=None) -> dict:
 
 
 def _facts(side) -> dict | None:
+    facts = getattr(side, "facts", None)  # a Side's (a served diff's keeps the first run's: api.diff_direct)
+    if callable(facts):
+        return facts()
     runner = getattr(side, "runner", None)
     return runner.facts() if runner is not None else None
 

@@ -69,59 +69,83 @@ def entry(key: str, path: str, before: tuple, plan_model: "onnx.ModelProto", wei
     printed. False where the run cannot be served so: the file changed since ``before`` (or while it is read), a
     weight not stored in the file as its own bytes (``_DATA_FIELDS``) or not the bytes the run used, inputs the recipe does not make
     again. The file is read a CHUNK at a time, hashed, each stub's bytes compared with its tensor as they pass."""
-    from onnxprobe.graph.skeleton import point_stubs_at, raw_bytes, skeleton, stubs, weights_of
+    from onnxprobe.graph.skeleton import point_stubs_at, skeleton, stubs, weights_of
 
-    recipe = [[n, v.dtype.str, list(v.shape)] for n, v in feed.items() if isinstance(v, (np.ndarray, np.generic))]
-    if len(recipe) != len(feed) or any(np.dtype(d).kind not in "biufc" or np.dtype(d).str != d for _, d, _ in recipe):
-        return False
-    again = draw([(n, d, tuple(s)) for n, d, s in recipe], seed, int_range)
-    if any(not np.array_equal(again[n], v) or np.asarray(again[n]).dtype != np.asarray(v).dtype for n, v in feed.items()):
-        return False
-    size = before[0]
-    if size > MAX_FILE:
+    recipe = recipe_of(feed, seed, int_range)
+    if recipe is None or before[0] > MAX_FILE:
         return False
     sk = skeleton(plan_model, constants=True)
     held = stubs(sk)
-    with open_regular(path) as f:
-        if file_state(os.fstat(f.fileno())) != tuple(before):
-            return False
-        extents = weight_extents(FileBytes(f, size)) if held else {}
-        if extents is None:
-            return False
-        moves, expected, files, packed = [], [], {}, 0
-        inline = None  # the probed copy's own tensors, for stubs ``weights`` does not hold (found once)
-        for name in held:
-            if name not in extents:
-                return False
-            w = (weights or {}).get(name)
-            if w is None:  # the probed copy held it inline: its own tensor (skeleton made the stub from it)
-                inline = weights_of(plan_model) if inline is None else inline
-                w = inline.get(name)
-            offset, length = extents[name]
-            try:
-                if w is None or (raw := raw_bytes(w)).size != length:
-                    return False
-            except Exception:  # noqa: BLE001 - data that does not fit its dims: the normal path says so
-                return False
-            moves.append([offset, length, packed])
-            expected.append(raw)
-            files[name] = (LOCATION, length, packed)
-            packed += -(-length // ALIGN) * ALIGN
-        point_stubs_at(sk, files)
-        digest = stream(f, size, moves, lambda k, at, chunk: np.array_equal(expected[k][at:at + chunk.size], chunk))
-        st = os.fstat(f.fileno())
-        if digest is None or file_state(st) != tuple(before) or file_state(os.stat(path)) != tuple(before):
-            return False
+    # a stub ``weights`` does not hold: the probed copy held it inline (skeleton made the stub from its own tensor)
+    inline = weights_of(plan_model) if any(n not in (weights or {}) for n in held) else {}
+    files: dict = {}
+    got = file_weights(path, before, {n: (n, (weights or {}).get(n, inline.get(n))) for n in held}, files, 0)
+    if got is None:
+        return False
+    record, packed = got
+    point_stubs_at(sk, files)
     try:
         serialised = sk.SerializeToString()
     except ValueError:
         return False
     meta = {"probes": [asdict(p) for p in probes], "outputs": list(outputs), "own": list(own), "recipe": recipe,
             "seed": int(seed), "int_range": [int(int_range[0]), int(int_range[1])], "notes": list(notes),
-            "warnings": list(warnings), "runtime_options": dict(runtime_options), "moves": moves, "packed": packed,
-            "file": {"size": size, "digest": digest, "stat": stat_record(st), "recorded_ns": time.time_ns()}}
+            "warnings": list(warnings), "runtime_options": dict(runtime_options), "moves": record.pop("moves"),
+            "packed": packed, "file": record}
     plan_cache.write_entry(key, serialised, meta)
     return True
+
+
+def recipe_of(feed: dict, seed: int, int_range: tuple[int, int]) -> list | None:
+    """The inputs' recipe ([name, numpy dtype, shape] each) when ``draw`` makes ``feed`` again from ``seed`` and
+    ``int_range``; None where it does not (an input given, not drawn)."""
+    recipe = [[n, v.dtype.str, list(v.shape)] for n, v in feed.items() if isinstance(v, (np.ndarray, np.generic))]
+    if len(recipe) != len(feed) or any(np.dtype(d).kind not in "biufc" or np.dtype(d).str != d for _, d, _ in recipe):
+        return None
+    again = draw([(n, d, tuple(s)) for n, d, s in recipe], seed, int_range)
+    if any(not np.array_equal(again[n], v) or np.asarray(again[n]).dtype != np.asarray(v).dtype for n, v in feed.items()):
+        return None
+    return recipe
+
+
+def file_weights(path: str, before: tuple, held: dict, files: dict, packed: int) -> tuple[dict, int] | None:
+    """Where the weights of the model file ``path`` (``before``: its ``file_state`` when the run began) lie, for
+    the stubs ``held`` (stub name -> (the tensor's name in the file, the tensor the run used)): each stub gets
+    ``files[stub] = (LOCATION, length, offset)``, at an ALIGN boundary from ``packed`` on. Returns the file's record
+    (size, digest, stat, recorded_ns, and ``moves``: [offset in the file, length, offset in the buffer] each) and
+    the buffer's length so far; None where it cannot be served so: the file changed since ``before`` (or while it
+    is read), a weight not stored in the file as its own bytes (``_DATA_FIELDS``) or not the bytes the run used. The
+    file is read a CHUNK at a time, hashed, each weight's bytes compared with its tensor as they pass."""
+    from onnxprobe.graph.skeleton import raw_bytes
+
+    size = before[0]
+    if size > MAX_FILE:
+        return None
+    with open_regular(path) as f:
+        if file_state(os.fstat(f.fileno())) != tuple(before):
+            return None
+        extents = weight_extents(FileBytes(f, size)) if held else {}
+        if extents is None:
+            return None
+        moves, expected = [], []
+        for stub_name, (name, w) in held.items():
+            if name not in extents:
+                return None
+            offset, length = extents[name]
+            try:
+                if w is None or (raw := raw_bytes(w)).size != length:
+                    return None
+            except Exception:  # noqa: BLE001 - data that does not fit its dims: the normal path says so
+                return None
+            moves.append([offset, length, packed])
+            expected.append(raw)
+            files[stub_name] = (LOCATION, length, packed)
+            packed += -(-length // ALIGN) * ALIGN
+        digest = stream(f, size, moves, lambda k, at, chunk: np.array_equal(expected[k][at:at + chunk.size], chunk))
+        st = os.fstat(f.fileno())
+        if digest is None or file_state(st) != tuple(before) or file_state(os.stat(path)) != tuple(before):
+            return None
+    return {"size": size, "digest": digest, "stat": stat_record(st), "recorded_ns": time.time_ns(), "moves": moves}, packed
 
 
 # --- serving a hit (no onnx) ------------------------------------------------------------------------------------
@@ -133,9 +157,7 @@ def _meta_fits(meta: dict) -> bool:
             and plan_cache.strings(meta["own"]) and plan_cache.strings(meta["notes"]) and plan_cache.strings(meta["warnings"])
             and isinstance(meta.get("seed"), int) and isinstance(meta.get("runtime_options"), dict)
             and isinstance(file, dict) and isinstance(file.get("size"), int) and isinstance(file.get("digest"), str)
-            and isinstance(meta.get("packed"), int) and isinstance(meta.get("moves"), list)
-            and all(isinstance(m, list) and len(m) == 3 and all(isinstance(v, int) and v >= 0 for v in m)
-                    and m[0] + m[1] <= file["size"] and m[2] + m[1] <= meta["packed"] for m in meta["moves"])
+            and isinstance(meta.get("packed"), int) and moves_fit(meta.get("moves"), file["size"], meta["packed"])
             and len(meta["int_range"]) == 2 and all(isinstance(v, int) for v in meta["int_range"])
             and all(isinstance(r, list) and len(r) == 3 and isinstance(r[0], str) and isinstance(r[1], str)
                     and isinstance(r[2], list) and all(isinstance(d, int) and d >= 0 for d in r[2]) for r in meta["recipe"]))
@@ -167,31 +189,12 @@ def run(key: str, path: str, size: int, opt_level: str) -> dict | None:
         # the weights' bytes, each at an ALIGN boundary, in one buffer onnxruntime reads them from in place (CPU)
         weights = aligned(meta["packed"])
         moves = meta["moves"]
-
-        def copy(k: int, at: int, chunk: np.ndarray) -> bool:
-            start = moves[k][2] + at
-            weights[start:start + chunk.size] = chunk
-            return True
-
-        with open_regular(path) as f:
-            trusted = unchanged(os.fstat(f.fileno()), meta["file"])
-            got = stream(f, size, moves, copy, hashed=not trusted)
-            if got is None or (not trusted and got != meta["file"]["digest"]):
-                return None  # another file now: the normal path, whose entry replaces this one
+        if not copy_weights(path, size, meta["file"], moves, weights):
+            return None  # another file now: the normal path, whose entry replaces this one
         feeds = draw([(n, d, tuple(s)) for n, d, s in meta["recipe"]], meta["seed"], tuple(meta["int_range"]))
         if any(p.ref.kind == "input" and p.ref.name not in feeds for p in probes):
             return None
-        from onnxprobe.runtime.ort_options import ort_module, session_options
-
-        ort = ort_module()
-        so = session_options(ort, opt_level=opt_level, arena=True)
-        if moves:
-            so.add_session_config_entry("session.use_external_initializer_file_buffers_directly", "1")
-            so.add_external_initializers_from_files_in_memory([LOCATION], [weights], [weights.size])
-        t0 = time.perf_counter()
-        sess = _interruptibly(lambda: ort.InferenceSession(skel, sess_options=so, providers=["CPUExecutionProvider"]))
-        session_seconds = time.perf_counter() - t0
-        out, seconds = _run(ort, sess, feeds, host)
+        out, providers, session_seconds, seconds = run_skeleton(skel, weights, opt_level, feeds, host)
     except KeyboardInterrupt:
         raise
     except Exception:  # noqa: BLE001 - the normal path runs, and says what fails in its words
@@ -205,9 +208,32 @@ def run(key: str, path: str, size: int, opt_level: str) -> dict | None:
             shp[p.ref.name] = tuple(np.shape(feeds[p.ref.name]))
     plan_cache.touch(key)
     return {"probes": probes, "stats": st, "shapes": shp, "outputs": {n: out[n] for n in meta["own"] if n in out},
-            "feeds": feeds, "providers": list(sess.get_providers()), "session_seconds": session_seconds,
+            "feeds": feeds, "providers": providers, "session_seconds": session_seconds,
             "run_seconds": seconds, "notes": meta["notes"], "warnings": meta["warnings"],
             "runtime_options": {str(k): str(v) for k, v in meta["runtime_options"].items()}, "skeleton": skel}
+
+
+def copy_weights(path: str, size: int, record: dict, moves: list, weights: np.ndarray) -> bool:
+    """Copy the weights' bytes of the model file ``path`` (``size`` bytes when last seen) to ``weights`` as
+    ``moves`` says ([offset in the file, length, offset in ``weights``] each), reading it CHUNK at a time and
+    hashing it unless its status says it is the file ``record`` (``file_weights``) describes (``unchanged``).
+    False where it is not that file (its digest, or its length)."""
+    def copy(k: int, at: int, chunk: np.ndarray) -> bool:
+        start = moves[k][2] + at
+        weights[start:start + chunk.size] = chunk
+        return True
+
+    with open_regular(path) as f:
+        trusted = unchanged(os.fstat(f.fileno()), record)
+        got = stream(f, size, moves, copy, hashed=not trusted)
+        return got is not None and (trusted or got == record["digest"])
+
+
+def moves_fit(moves, size: int, packed: int) -> bool:
+    """Whether an entry's ``moves`` (``file_weights``) lie within a file of ``size`` bytes and a buffer of ``packed``."""
+    return isinstance(moves, list) and all(
+        isinstance(m, list) and len(m) == 3 and all(isinstance(v, int) and v >= 0 for v in m)
+        and m[0] + m[1] <= size and m[2] + m[1] <= packed for m in moves)
 
 
 def aligned(n: int) -> np.ndarray:
@@ -215,6 +241,25 @@ def aligned(n: int) -> np.ndarray:
     raw = np.empty(n + ALIGN, np.uint8)
     skip = -raw.ctypes.data % ALIGN
     return raw[skip:skip + n]
+
+
+def run_skeleton(skel: bytes, weights: np.ndarray, opt_level: str, feeds: dict, outputs: list[str]) -> tuple[dict, list, float, float]:
+    """One run of the serialised model ``skel`` (its stubs pointed into ``weights``, the one in-memory external-data
+    file ``LOCATION``) on onnxruntime's CPU provider at ``opt_level``, fed ``feeds`` (those its inputs take) and
+    fetching ``outputs``: (the outputs by name, the session's providers, its creation's seconds, the run's)."""
+    from onnxprobe.runtime.ort_options import ort_module, session_options
+
+    ort = ort_module()
+    so = session_options(ort, opt_level=opt_level, arena=True)
+    if weights.size:
+        so.add_session_config_entry("session.use_external_initializer_file_buffers_directly", "1")
+        so.add_external_initializers_from_files_in_memory([LOCATION], [weights], [weights.size])
+    t0 = time.perf_counter()
+    sess = _interruptibly(lambda: ort.InferenceSession(skel, sess_options=so, providers=["CPUExecutionProvider"]))
+    session_seconds = time.perf_counter() - t0
+    fed = {i.name: feeds[i.name] for i in sess.get_inputs() if i.name in feeds}
+    out, seconds = _run(ort, sess, fed, outputs)
+    return out, list(sess.get_providers()), session_seconds, seconds
 
 
 def _interruptibly(fn):

@@ -1,0 +1,284 @@
+"""``api.diff``'s direct mode: the second ``diff`` of the same two model files with the same request runs the
+merged graph the first one left in the plan cache, over the files' own bytes, without reading either model's
+graph, validating it, observing it or matching it again (on PP-OCRv4 det, 0.3 s of a 1.3 s ``diff --all``).
+
+As ``api.lean`` for ``layers``: an index entry keyed by the request as stated before any model is read (both paths,
+as given and resolved; selection, criteria, map, input flags, device, opt level; ``plan_cache.key_of`` adds
+onnxprobe's version and code), never by the files' bytes. It records both files (size, status, digest: a file of
+other bytes is a miss), the merged graph as a skeleton whose stubs point into one in-memory buffer of both files'
+weights (``runtime.direct.file_weights``), the inputs' recipe, and what the result says that no run computes: the
+matching with its unmatched entries and their reasons, each pair's criterion, the notes, the sides' descriptions
+(``compare.frozen``: JSON, never pickle). The run's rows are read and judged by the code the normal path reads and
+judges them with (``compare.fused``'s readers, ``compare.diff.judged`` and ``assembled``).
+
+Served only where the first run measured every pair in its one run of both models, on onnxruntime's CPU provider,
+with inputs drawn from the seed; anything else (another reference than a model B, --separate-runs, --profile,
+saved activations, input files, a one run that failed or handed pairs back to the host, a pair whose shapes
+differed, a tensor measured exact on one run and not on the other) goes the normal way, which writes the entry
+again. A served result's sides are built when something reads them (``result.a.runner``, ``result.a.model``): the
+report does not.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from types import SimpleNamespace
+
+import numpy as np
+
+from onnxprobe.compare.sides import Side
+from onnxprobe.runtime import direct, plan_cache
+from onnxprobe.types import InputSpec, RunConfig, Selection
+
+ENTRY = 1  # the layout of an entry's metadata (``_template``): another one is a miss
+
+
+class Ticket:
+    """A request that may be served: both files' paths and states when it came, the index key, and what a served
+    result needs to build its sides when they are read."""
+
+    def __init__(self, paths: list[str], states: list[tuple], key: str, config: RunConfig, spec: InputSpec,
+                 constants: bool):
+        self.paths, self.states, self.key, self.config, self.spec, self.constants = paths, states, key, config, spec, constants
+
+
+def ticket(a, b, *, others: bool, runtime: str, runtime_options, selection, config, inputs, tolerance, per_tensor,
+           user_map, introduced: bool, max_memory, extras: bool) -> Ticket | None:
+    """The request, when one this mode may serve (the module's docstring); None for anything else. ``others``:
+    whether any other reference, --profile, --separate-runs or --fp32-sensitivity was asked for."""
+    from onnxprobe.compare.frozen import freeze
+
+    if others or b is None or runtime != "ort" or runtime_options or max_memory is not None or type(extras) is not bool:
+        return None
+    if not all(isinstance(m, (str, os.PathLike)) for m in (a, b)):
+        return None
+    config = RunConfig() if config is None else config
+    inputs = InputSpec() if inputs is None else inputs
+    selection = Selection() if selection is None else selection
+    if type(config) is not RunConfig or type(inputs) is not InputSpec or type(selection) is not Selection:
+        return None
+    if config.tf32 is not None or inputs.files or inputs.arrays or inputs.arrays_complete or config.device not in ("auto", "cpu"):
+        return None
+    try:
+        if not plan_cache.enabled(config.cache):
+            return None
+    except Exception:  # noqa: BLE001 - a cache setting that is wrong: the normal path says so
+        return None
+    from onnxprobe.runtime.ort_options import OPT_LEVELS, ort_module
+
+    if config.opt_level not in OPT_LEVELS:
+        return None
+    if config.device == "auto" and "CUDAExecutionProvider" in ort_module().get_available_providers():
+        return None  # auto may mean CUDA here
+    paths, states = [], []
+    for m in (a, b):
+        path = os.fspath(m)
+        try:
+            st = os.stat(path)
+            real = os.path.realpath(path)
+        except (OSError, ValueError, TypeError):
+            return None
+        if not isinstance(path, str) or not stat.S_ISREG(st.st_mode) or st.st_size > direct.MAX_FILE:
+            return None
+        paths.append((path, real))
+        states.append(direct.file_state(st))
+    try:
+        request = {"command": "diff", "models": paths, "device": config.device, "opt_level": config.opt_level,
+                   "io_binding": config.io_binding,
+                   "selection": [list(selection.ops), list(selection.names), selection.all, selection.range,
+                                 selection.include_constants],
+                   "seed": inputs.seed, "int_range": list(inputs.int_range),
+                   "shapes": sorted([k, list(v)] for k, v in inputs.shapes.items()), "extras": extras,
+                   "introduced": bool(introduced), "tolerance": freeze(tolerance), "per_tensor": freeze(per_tensor),
+                   "map": freeze(user_map), "entry": ENTRY,
+                   "onnxruntime": ort_module().__version__, "numpy": np.__version__}
+        key = plan_cache.key_of({"direct": 2, "request": request})
+    except (ValueError, TypeError):  # a criterion or map the normal path takes and the key cannot say
+        return None
+    return Ticket([p for p, _ in paths], states, key, config, inputs, bool(selection.include_constants))
+
+
+# --- writing an entry (after a normal run, onnx loaded) ------------------------------------------------------------
+
+def remember(t: Ticket, res) -> None:
+    """The index entry of a normal run that qualifies (the module's docstring)."""
+    try:
+        _remember(t, res)
+    except (OSError, ValueError, TypeError, KeyError):  # only a cache: a run that cannot be indexed is served the normal way
+        return
+
+
+def _remember(t: Ticket, res) -> None:
+    from onnxprobe.compare.frozen import freeze
+    from onnxprobe.graph.merge import PREFIX, PREFIX_A
+    from onnxprobe.graph.skeleton import point_stubs_at, stubs, unpoint_stubs
+
+    plan = res.plan
+    fg = getattr(plan, "fused", None)
+    if fg is None or fg.model is None or not plan.fuse or plan.skip or plan.floats or plan.profile or not plan.report:
+        return
+    if res.in_graph != len(plan.report) or any(r.problem is not None or r.metrics is None for r in res.results):
+        return
+    tolerances = [plan.tolerance_of(p) for p in plan.report]
+    if any(x.atol_relative for x in [*tolerances, plan.tolerance, *(plan.per_tensor or {}).values()]):
+        return  # judged at the run's scale: what the run measures sets the criterion
+    recipe = direct.recipe_of(res.feed, t.spec.seed, t.spec.int_range)
+    if recipe is None:
+        return
+    held: list[dict] = [{}, {}]
+    for name in stubs(fg.model):
+        side = 0 if name.startswith(PREFIX_A) else 1 if name.startswith(PREFIX) else None
+        if side is None:
+            return
+        held[side][name] = (name[len(PREFIX_A if side == 0 else PREFIX):], fg.weights.get(name))
+    files: dict = {}
+    records, packed = [], 0
+    for path, before, h in zip(t.paths, t.states, held):
+        got = direct.file_weights(path, before, h, files, packed)
+        if got is None:
+            return
+        record, packed = got
+        records.append(record)
+    exact = plan.exact_inputs
+    template = {
+        # one freeze: the report's pairs are the matching's, and come back as the same objects
+        "frozen": freeze({"report": list(plan.report), "tolerances": tolerances, "tolerance": plan.tolerance,
+                          "per_tensor": plan.per_tensor, "matching": res.matching, "selected_b": set(res.selected_b),
+                          "selected_a": res.selected_a}),
+        "rtols": [float(plan.rtol_of(p)) for p in plan.report], "measured": res.measured, "notes": list(res.notes),
+        "describe": [res.a.describe(), res.b.describe()], "labels": [str(res.a.label), str(res.b.label)],
+        "facts": [res.a.facts(), res.b.facts()],
+        "exact": sorted({r.pair.b.name for r in res.results if r.metrics is not None and r.metrics.exact}),
+        "alike": sorted(exact[1]) if exact is not None else [],
+        "raw": {str(k): list(v) for k, v in fg.raw.items()}, "extras": bool(fg.extras),
+    }
+    pointed = point_stubs_at(fg.model, files)
+    try:
+        serialised = fg.model.SerializeToString()
+    finally:
+        unpoint_stubs(pointed)
+    meta = {"entry": ENTRY, "outputs": list(fg.outputs), "recipe": recipe, "seed": int(t.spec.seed),
+            "int_range": [int(v) for v in t.spec.int_range], "packed": packed, "files": records, "template": template}
+    plan_cache.write_entry(t.key, serialised, meta)
+
+
+# --- serving a hit ------------------------------------------------------------------------------------------------
+
+def served(t: Ticket, build):
+    """The DiffResult of entry ``t.key``, run now; None on a miss, a damaged entry, or a run the normal path must
+    make (the module's docstring). ``build(feeds)``: side A and side B as the normal path makes them, for these
+    feeds (called when something reads the result's sides)."""
+    got = plan_cache.read_entry(t.key)
+    if got is None:
+        return None
+    skel, meta = got
+    try:
+        return _served(t, skel, meta, build)
+    except KeyboardInterrupt:
+        raise
+    except Exception:  # noqa: BLE001 - the normal path runs, and says what fails in its words
+        return None
+
+
+def _fits(meta: dict, t: Ticket) -> bool:
+    files = meta.get("files")
+    return (meta.get("entry") == ENTRY and plan_cache.strings(meta.get("outputs")) and isinstance(meta.get("packed"), int)
+            and isinstance(meta.get("template"), dict) and isinstance(meta.get("seed"), int)
+            and isinstance(meta.get("int_range"), list) and len(meta["int_range"]) == 2
+            and all(isinstance(v, int) for v in meta["int_range"]) and isinstance(meta.get("recipe"), list)
+            and all(isinstance(r, list) and len(r) == 3 and isinstance(r[0], str) and isinstance(r[1], str)
+                    and isinstance(r[2], list) and all(isinstance(d, int) and d >= 0 for d in r[2]) for r in meta["recipe"])
+            and isinstance(files, list) and len(files) == 2
+            and all(isinstance(f, dict) and f.get("size") == s[0] and isinstance(f.get("digest"), str)
+                    and direct.moves_fit(f.get("moves"), s[0], meta["packed"]) for f, s in zip(files, t.states)))
+
+
+def _served(t: Ticket, skel: bytes, meta: dict, build):
+    from onnxprobe.compare.diff import assembled, judged
+    from onnxprobe.compare.frozen import thaw
+    from onnxprobe.compare.fused import read
+    from onnxprobe.compare.measure import Measured
+    from onnxprobe.memory import return_freed_memory, unpark
+    from onnxprobe.runtime.random_inputs import draw
+    from onnxprobe.stats.metrics import IntroducedError
+
+    if not isinstance(meta, dict) or not _fits(meta, t):
+        return None
+    tp = meta["template"]
+    f = thaw(tp["frozen"])
+    report, tolerances, rtols = f["report"], f["tolerances"], tp["rtols"]
+    if not (isinstance(report, list) and isinstance(tolerances, list) and isinstance(rtols, list)
+            and len(report) == len(tolerances) == len(rtols)):
+        return None
+    at = {id(p): k for k, p in enumerate(report)}
+    plan = SimpleNamespace(report=report, tolerance_of=lambda p: tolerances[at[id(p)]], rtol_of=lambda p: rtols[at[id(p)]],
+                           extras=bool(tp["extras"]), kernel_ms={}, profile_summary={}, matching=f["matching"],
+                           selected_b=f["selected_b"], selected_a=f["selected_a"], tolerance=f["tolerance"],
+                           per_tensor=f["per_tensor"])
+    raw = {int(k): v for k, v in tp["raw"].items()}
+    unpark()
+    return_freed_memory()  # the process's malloc as the normal path sets it before its session
+    weights = direct.aligned(meta["packed"])
+    for path, size, record in zip(t.paths, (s[0] for s in t.states), meta["files"]):
+        if not direct.copy_weights(path, size, record, record["moves"], weights):
+            return None  # another file now: the normal path, whose entry replaces this one
+    feeds = draw([(n, d, tuple(s)) for n, d, s in meta["recipe"]], meta["seed"], tuple(meta["int_range"]))
+    got = direct.run_skeleton(skel, weights, t.config.opt_level, feeds, meta["outputs"])[0]
+    out = read(got, report, raw, 0, plan.rtol_of, plan.tolerance_of, plan.extras)
+    if out.problems or set(out.sums) != set(range(len(report))):
+        return None  # a pair handed back to the host (NaN / Inf, a maximum too near its threshold): the normal path
+    measured = {k: Measured(s, out.introduced.get(k), in_graph=True) for k, s in out.sums.items()}
+    results, scaled = judged(plan, measured)
+    if sorted({r.pair.b.name for r in results if r.metrics is not None and r.metrics.exact}) != tp["exact"]:
+        return None  # another run measured other tensors exact: what the introduced errors take from it differs
+    alike = set(tp["alike"])
+    for r in results:
+        if r.pair.b.name in alike and r.metrics is not None and r.pair.b.kind == "float":
+            r.introduced = IntroducedError.of(r.metrics)
+    sides = _Sides(lambda: build(feeds))
+    a, b = (ServedSide(label, text, facts, sides, k)
+            for k, (label, text, facts) in enumerate(zip(tp["labels"], tp["describe"], tp["facts"])))
+    res = assembled(plan, a, b, results, scaled, tp["measured"], list(tp["notes"]), len(measured))
+    res.feed = feeds
+    plan_cache.touch(t.key)
+    return res
+
+
+class _Sides:
+    """Both sides of a served diff, built as the normal path builds them (``build()``) when first read."""
+
+    def __init__(self, build):
+        self._build, self._got = build, None
+
+    def get(self, k: int) -> Side:
+        if self._got is None:
+            self._got = tuple(self._build())
+        return self._got[k]
+
+
+def _built(field: str):
+    return property(lambda self: getattr(self._sides.get(self._k), field))
+
+
+class ServedSide(Side):
+    """A side of a served diff: its label and description as the first run had them; the rest (model, runner,
+    observation, notes) built when first read (``_Sides``)."""
+
+    def __init__(self, label: str, described: str, facts: dict | None, sides: _Sides, k: int):
+        self.label, self._described, self._facts, self._sides, self._k = label, described, facts, sides, k
+
+    def describe(self) -> str:
+        return self._described
+
+    def facts(self) -> dict | None:
+        return self._facts
+
+    model = _built("model")
+    runner = _built("runner")
+    observation = _built("observation")
+    notes = _built("notes")
+    hidden_cause = _built("hidden_cause")
+    hidden_causes = _built("hidden_causes")
+    runner_hidden = _built("runner_hidden")
+    own_snapshot = _built("own_snapshot")

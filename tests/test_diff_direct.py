@@ -1,0 +1,294 @@
+"""diff's direct mode (api.diff_direct): the second `diff` of the same two model files with the same request runs
+the merged graph the first one left in the plan cache, without reading, validating, observing or matching the models
+again, and its result is the first one's: every pair, number, verdict, unmatched entry and note. Anything it cannot
+serve (an edited file, a damaged entry, another request, input files, another reference) goes the normal way, with
+the right numbers; the served numbers are checked against numpy float64 on each model's own tensors."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import numpy_helper
+from typer.testing import CliRunner
+
+from onnxprobe import api
+from onnxprobe.cli.main import app
+from onnxprobe.compare.frozen import freeze, thaw
+from onnxprobe.match.observe import Observable
+from onnxprobe.match.pairs import Matching, Pair, Unmatched
+from onnxprobe.runtime import plan_cache
+from onnxprobe.stats.metrics import Tolerance
+from tests.conftest import sample_path
+
+api_diff = importlib.import_module("onnxprobe.api.diff")  # the module (api.diff is the function)
+MODELS = ["cnn", "mlp", "transformer_block", "dynamic_batch", "control_flow"]
+
+
+@pytest.fixture()
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("ONNXPROBE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("ONNXPROBE_NO_CACHE", raising=False)
+    return tmp_path / "cache"
+
+
+def _perturbed(name: str, folder, only: str | None = None, scale: float = 1e-2) -> str:
+    """A copy of the sample model ``name`` with its float weights (or the one named ``only``) moved (seeded)."""
+    m = onnx.load(str(sample_path(name)))
+    rng = np.random.default_rng(7)
+    for i, t in enumerate(m.graph.initializer):
+        w = numpy_helper.to_array(t)
+        if w.dtype == np.float32 and w.size > 1 and (only is None or t.name == only):
+            w = (w * (1 + scale * rng.standard_normal(w.shape))).astype(np.float32)
+            m.graph.initializer[i].CopyFrom(numpy_helper.from_array(w, t.name))
+    out = folder / f"{name}_perturbed.onnx"
+    onnx.save(m, str(out))
+    return str(out)
+
+
+def _diff(a, b, **kw):
+    kw.setdefault("selection", api.Selection(all=True))
+    kw.setdefault("config", api.RunConfig(device="cpu"))
+    return api.diff(a, b, **kw)
+
+
+def _served(res) -> bool:
+    return type(res.a).__name__ == "ServedSide"
+
+
+def _rows(res) -> list:
+    return [(r.pair.a.name, r.pair.b.name, r.pair.strategy, r.shape, r.metrics, r.introduced, r.passed, r.tolerance,
+             r.problem) for r in res.results]
+
+
+def _same(first, second) -> None:
+    assert _rows(second) == _rows(first)
+    assert second.matching == first.matching
+    assert second.notes == first.notes
+    assert second.verdict() == first.verdict()
+    assert second.criterion == first.criterion
+    assert second.in_graph == first.in_graph
+    assert second.selected_b == first.selected_b and second.selected_a == first.selected_a
+    assert second.uncompared == first.uncompared
+    assert second.a.describe() == first.a.describe() and second.b.describe() == first.b.describe()
+    assert sorted(second.feed) == sorted(first.feed)
+    assert all(np.array_equal(second.feed[k], first.feed[k]) for k in first.feed)
+
+
+def _values(path: str, feeds: dict) -> dict[str, np.ndarray]:
+    """Every node output of the model at ``path`` as onnxruntime computes it alone."""
+    m = onnx.load(path)
+    have = {o.name for o in m.graph.output}
+    m.graph.output.extend(onnx.ValueInfoProto(name=o) for n in m.graph.node for o in n.output if o and o not in have)
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    fed = {i.name: feeds[i.name] for i in sess.get_inputs()}
+    names = [o.name for o in sess.get_outputs()]
+    return dict(zip(names, sess.run(names, fed)))
+
+
+@pytest.mark.parametrize("extras", [True, False], ids=["full", "light"])
+@pytest.mark.parametrize("name", MODELS)
+def test_second_diff_is_served_and_identical(tmp_path, cache, name, extras):
+    a, b = str(sample_path(name)), _perturbed(name, tmp_path)
+    first = _diff(a, b, extras=extras)
+    second = _diff(a, b, extras=extras)
+    assert not _served(first)
+    if first.in_graph != len(first.results) or any(r.metrics is None for r in first.results):
+        assert not _served(second)  # not all measured in the one run (an If branch not taken): the normal way
+    else:
+        assert _served(second)
+    _same(first, second)
+
+
+def test_served_numbers_against_numpy_float64(tmp_path, cache):
+    a, b = str(sample_path("cnn")), _perturbed("cnn", tmp_path)
+    _diff(a, b)
+    res = _diff(a, b)
+    assert _served(res)
+    va, vb = _values(a, res.feed), _values(b, res.feed)
+    checked = 0
+    for r in res.results:
+        x, y = va[r.pair.a.name].astype(np.float64), vb[r.pair.b.name].astype(np.float64)
+        d = x - y
+        assert r.metrics.max_abs == pytest.approx(np.abs(d).max(), rel=1e-6, abs=1e-12)
+        sq = (d ** 2).sum()
+        if sq > 0:
+            assert r.metrics.sqnr_db == pytest.approx(10 * np.log10((y ** 2).sum() / sq), abs=1e-4)
+        checked += 1
+    assert checked == len(res.results) > 5
+
+
+def test_exact_inputs_introduced_error_is_applied_again(tmp_path, cache):
+    """Only the last weight moved: the earlier pairs are exact, and the pairs whose B cone reads only exact tensors
+    take their accumulated error as their introduced one (compare.diff._introduced_from_exact_inputs), served too."""
+    m = onnx.load(str(sample_path("mlp")))
+    last = [t.name for t in m.graph.initializer if numpy_helper.to_array(t).size > 1][-1]
+    a, b = str(sample_path("mlp")), _perturbed("mlp", tmp_path, only=last)
+    first, second = _diff(a, b), _diff(a, b)
+    assert _served(second)
+    assert any(r.metrics.exact for r in first.results) and not all(r.metrics.exact for r in first.results)
+    assert first.plan.exact_inputs is not None and first.plan.exact_inputs[1]
+    _same(first, second)
+
+
+def test_cli_second_diff_reads_no_model(tmp_path, cache, monkeypatch):
+    a, b = str(sample_path("cnn")), _perturbed("cnn", tmp_path)
+    runner = CliRunner()
+    outs = []
+    for k in range(2):
+        if k:  # served: neither model is read, validated, observed nor matched
+            monkeypatch.setattr(api_diff, "make_sides", lambda *x, **y: (_ for _ in ()).throw(AssertionError("read")))
+        table = runner.invoke(app, ["diff", a, b, "--all", "--device", "cpu"])
+        js = runner.invoke(app, ["diff", a, b, "--all", "--device", "cpu", "--json", str(tmp_path / f"r{k}.json")])
+        outs.append((table.exit_code, table.output, js.exit_code, json.loads((tmp_path / f"r{k}.json").read_text())))
+    for d in (outs[0][3], outs[1][3]):
+        d.pop("timing", None)
+    assert outs[1] == outs[0]
+    assert outs[0][3]["pairs"]
+
+
+def test_served_sides_are_built_when_read(tmp_path, cache):
+    a, b = str(sample_path("mlp")), _perturbed("mlp", tmp_path)
+    _diff(a, b)
+    res = _diff(a, b)
+    assert _served(res)
+    assert {o.name for o in res.a.model.proto.graph.output} == {o.name for o in onnx.load(a).graph.output}
+    assert res.b.runner.facts()["model"] == res.b.facts()["model"]
+    # what reads the sides' runners works on a served result: histograms of its worst rows, on its own inputs
+    hists = api.diff_histograms(res, [res.results[-1].pair.a.name])
+    assert hists
+
+
+@pytest.mark.parametrize("restored", [False, True], ids=["mtime-moved", "mtime-restored"])
+def test_edited_model_b_is_not_served_stale(tmp_path, cache, restored):
+    a, b = str(sample_path("cnn")), _perturbed("cnn", tmp_path)
+    _diff(a, b)
+    st = os.stat(b)
+    m = onnx.load(b)  # other weights, same size
+    t = next(t for t in m.graph.initializer if numpy_helper.to_array(t).size > 100)
+    w = numpy_helper.to_array(t) * np.float32(1.5)
+    t.CopyFrom(numpy_helper.from_array(w.astype(np.float32), t.name))
+    onnx.save(m, b)
+    assert os.stat(b).st_size == st.st_size
+    if restored:
+        os.utime(b, ns=(st.st_atime_ns, st.st_mtime_ns))
+    got = _diff(a, b)
+    fresh = _diff(a, b, config=api.RunConfig(device="cpu", cache=False))
+    assert _rows(got) == _rows(fresh)
+    assert _served(got) is False or restored  # restored mtime: the change time says it changed; hashed, a miss
+
+
+def _entry(cache) -> tuple[str, bytes, dict]:
+    """The one diff entry in ``cache``: (key, its graph's bytes, its metadata)."""
+    keys = [p.name.split(".")[0] for p in cache.iterdir() if p.name.endswith(".probed.json") and "template" in p.read_text()]
+    assert len(keys) == 1
+    data, meta = plan_cache.read_entry(keys[0])
+    return keys[0], data, meta
+
+
+@pytest.mark.parametrize("damage", ["class", "field", "files", "outputs", "recipe", "digest", "onnx"])
+def test_damaged_entry_is_a_miss(tmp_path, cache, damage):
+    a, b = str(sample_path("mlp")), _perturbed("mlp", tmp_path)
+    first = _diff(a, b)
+    k, data, meta = _entry(cache)
+    if damage == "class":  # an entry naming a class that is not kept: never made
+        meta["template"]["frozen"]["objects"][0][0] = "Popen"
+    elif damage == "field":
+        meta["template"]["frozen"]["objects"][0][1].append("more")
+    elif damage == "files":
+        meta["files"][1]["moves"] = [[10 ** 9, 4, 0]]
+    elif damage == "outputs":
+        meta["outputs"].append("no such output")
+    elif damage == "recipe":
+        meta["recipe"][0][2] = [-1]
+    elif damage == "onnx":
+        data = data[:100]
+    if damage == "digest":  # written by hand: its digest is not the entry's
+        (cache / plan_cache.entry_name(k, "json")).write_text(json.dumps({**meta, "digest": "0"}))
+    else:
+        plan_cache.write_entry(k, data, meta)
+    again = _diff(a, b)
+    assert not _served(again)
+    _same(first, again)
+
+
+def test_served_diff_applies_the_recorded_exact_inputs(tmp_path, cache):
+    """A pair the first run found fed only by exact tensors takes its accumulated error as its introduced one
+    (compare.diff._introduced_from_exact_inputs): the served run applies what the entry records, by B's name."""
+    a, b = str(sample_path("mlp")), _perturbed("mlp", tmp_path)
+    first = _diff(a, b)
+    r = next(r for r in first.results if r.introduced is not None and r.introduced != type(r.introduced).of(r.metrics))
+    k, data, meta = _entry(cache)
+    meta["template"]["alike"] = sorted({*meta["template"]["alike"], r.pair.b.name})
+    plan_cache.write_entry(k, data, meta)
+    served = _diff(a, b)
+    assert _served(served)
+    got = next(x for x in served.results if x.pair.b.name == r.pair.b.name)
+    assert got.introduced == type(r.introduced).of(got.metrics) != r.introduced
+
+
+@pytest.mark.parametrize("kw", [
+    {"fuse": False}, {"profile": True}, {"inputs": "arrays"}, {"config": api.RunConfig(device="cpu", cache=False)},
+    {"max_memory": 2 ** 30},
+], ids=["separate-runs", "profile", "input-arrays", "no-cache", "max-memory"])
+def test_other_requests_go_the_normal_way(tmp_path, cache, kw):
+    a, b = str(sample_path("mlp")), _perturbed("mlp", tmp_path)
+    if kw.get("inputs") == "arrays":
+        m = onnx.load(a)
+        i = m.graph.input[0]
+        dims = [d.dim_value or 1 for d in i.type.tensor_type.shape.dim]
+        kw = {"inputs": api.InputSpec(arrays={i.name: np.ones(dims, np.float32)})}
+    for _ in range(2):
+        res = _diff(a, b, **kw)
+        assert not _served(res)
+
+
+def test_another_criterion_or_seed_is_another_entry(tmp_path, cache):
+    a, b = str(sample_path("cnn")), _perturbed("cnn", tmp_path)
+    strict = _diff(a, b)
+    loose = _diff(a, b, tolerance=api.Tolerance("max_abs", atol=10.0))
+    assert not _served(loose) and loose.verdict()[0] != strict.verdict()[0]
+    seeded = _diff(a, b, inputs=api.InputSpec(seed=5))
+    assert not _served(seeded)
+    assert not np.array_equal(seeded.feed[next(iter(seeded.feed))], strict.feed[next(iter(strict.feed))])
+    assert _served(_diff(a, b, inputs=api.InputSpec(seed=5)))
+
+
+def test_frozen_round_trip():
+    obs = Observable(key="k", name="n", probe="p", node="nd", op_type="Conv", effective_op="Conv", index=3,
+                     shape=(1, "N", 4), kind="float", sources=("input:x",), weights=("d1",), weight_sizes=(9,))
+    other = Observable(key="k2", name="n2", probe="p2", node="nd2", op_type="Relu", effective_op="Relu", index=4,
+                       shape=None, kind="qdq", is_output=True)
+    pair = Pair(obs, other, "name", "same name")
+    data = {"pairs": [pair, pair], "m": Matching([pair], [Unmatched(obs, "why")], []), "t": Tolerance("sqnr", min_sqnr=-3.0),
+            "inf": float("inf"), "s": {"a", "b"}, "by_int": {1: (2, 3)}, "tagged": {"~t": 1}}
+    back = thaw(json.loads(json.dumps(freeze(data))))
+    assert back == data
+    assert back["pairs"][0] is back["pairs"][1] is back["m"].pairs[0]  # met twice, written once
+    assert isinstance(back["m"].pairs[0].a.shape, tuple)
+
+
+@pytest.mark.parametrize("bad", [
+    {"objects": [["Popen", []]], "value": 1},
+    {"objects": [["Tolerance", ["sqnr"]]], "value": 1},  # a field missing
+    {"objects": [], "value": {"~r": 0}},  # a reference to nothing
+    {"objects": [], "value": {"~f": "1e400"}},
+    "not a dict",
+])
+def test_thaw_refuses_what_freeze_cannot_make(bad):
+    with pytest.raises((ValueError, TypeError, KeyError)):
+        thaw(bad)
+
+
+def test_freeze_refuses_other_objects():
+    with pytest.raises(ValueError):
+        freeze({"x": np.float32(1.0)})
+    with pytest.raises(ValueError):
+        freeze(object())
