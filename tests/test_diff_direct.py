@@ -292,3 +292,18 @@ def test_freeze_refuses_other_objects():
         freeze({"x": np.float32(1.0)})
     with pytest.raises(ValueError):
         freeze(object())
+
+
+def test_a_model_with_external_weights_is_never_served_stale(tmp_path, cache):
+    """B's small weight in an external data file: its edit is read (an entry checks the model files alone, so a
+    model that is more than its own bytes is never served)."""
+    from tests.test_lean_hit import _small_external
+
+    a, b = tmp_path / "a.onnx", tmp_path / "b.onnx"
+    _small_external(a)
+    _small_external(b, scale=1.5)
+    first = _diff(str(a), str(b))
+    _small_external(b, scale=1.0)  # now B is A
+    second = _diff(str(a), str(b))
+    assert not _served(second)
+    assert all(r.metrics.exact for r in second.results) and not all(r.metrics.exact for r in first.results)

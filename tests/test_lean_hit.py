@@ -615,3 +615,28 @@ def test_touching_an_entry_never_follows_a_link(tmp_path, monkeypatch):
     (tmp_path / "c" / plan_cache.entry_name(k, "json")).symlink_to(target)
     plan_cache.touch(k)
     assert target.stat().st_mtime_ns == 10**9
+
+
+def _small_external(path: Path, scale: float = 1.0) -> None:
+    """y = MatMul(x, w) with w of 4x4 in an external data file beside ``path`` (too small to be a stub)."""
+    w = (np.arange(16, dtype=np.float32).reshape(4, 4) - 7) * np.float32(scale)
+    m = make_model([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])], [numpy_helper.from_array(w, "w")])
+    onnx.save_model(m, str(path), save_as_external_data=True, all_tensors_to_one_file=True, location=path.name + ".data",
+                    size_threshold=0)
+
+
+def test_a_small_weight_in_an_external_file_is_never_served_stale(tmp_path, cache):
+    """A model whose weights lie partly in another file is more than its own bytes: never served (an entry checks
+    the model file alone), so an edit of that file is read."""
+    path = tmp_path / "ext.onnx"
+    _small_external(path)
+    first = _layers(path)
+    _small_external(path, scale=3.0)  # the .data file edited, the model file's bytes as they were
+    second = _layers(path)
+    assert type(second.plan).__name__ != "CachedPlan"
+    x = second.feed["x"].astype(np.float64)
+    w = (np.arange(16, dtype=np.float64).reshape(4, 4) - 7) * 3
+    assert _stats(second)["y"][1] == pytest.approx((x @ w).max(), rel=1e-6)
+    assert _stats(second)["y"] != _stats(first)["y"]

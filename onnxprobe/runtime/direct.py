@@ -124,7 +124,7 @@ def file_weights(path: str, before: tuple, held: dict, files: dict, packed: int)
     with open_regular(path) as f:
         if file_state(os.fstat(f.fileno())) != tuple(before):
             return None
-        extents = weight_extents(FileBytes(f, size)) if held else {}
+        extents = weight_extents(FileBytes(f, size))  # walked whatever is held: a weight in another file is refused
         if extents is None:
             return None
         moves, expected = [], []

@@ -222,9 +222,10 @@ def _tensor(b, start: int, end: int) -> tuple[str | None, tuple[int, int] | None
     return name, raw, elsewhere
 
 
-def _constant(b, start: int, end: int) -> tuple[str | None, tuple[int, int] | None]:
-    """A main-graph Constant node's (first output, its ``value`` tensor's data extent: ``_tensor``), else (None, None)."""
-    outputs, op, value = [], None, None
+def _constant(b, start: int, end: int) -> tuple[str | None, tuple[int, int] | None, bool]:
+    """A main-graph Constant node's (first output, its ``value`` tensor's data extent, whether those data lie in
+    another file: ``_tensor``), else (None, None, False)."""
+    outputs, op, value, elsewhere = [], None, None, False
     for num, wt, a, z in _fields(b, start, end):
         if num == 2 and wt == 2:
             outputs.append(bytes(b[a:z]).decode("utf-8", "surrogateescape"))
@@ -238,16 +239,17 @@ def _constant(b, start: int, end: int) -> tuple[str | None, tuple[int, int] | No
                 elif n2 == 5 and w2 == 2:
                     t = (a2, z2)
             if attr == b"value" and t is not None:
-                _, raw, elsewhere = _tensor(b, *t)
-                value = None if elsewhere else raw
-    return (outputs[0] if op == b"Constant" and outputs else None), value
+                _, value, elsewhere = _tensor(b, *t)
+    named = outputs[0] if op == b"Constant" and outputs else None
+    return named, (value if named is not None and not elsewhere else None), named is not None and elsewhere
 
 
 def weight_extents(data) -> dict[str, tuple[int, int]] | None:
     """Name -> (offset, length) in the model file's bytes ``data`` (bytes, or an open file's: ``FileBytes``) of the
     data of every main-graph initializer and main-graph Constant value stored inline (``_DATA_FIELDS``; by its node's
     first output, as ``graph.skeleton`` names its stubs); None where the bytes cannot be walked (no graph, a graph
-    given twice)."""
+    given twice) or where a weight of the main graph lies in another file (external data: the model is then more
+    than this file's bytes, and an entry that checks only these would serve a run of weights edited since)."""
     b = data if isinstance(data, FileBytes) else memoryview(data)
     try:
         graphs = [(a, z) for num, wt, a, z in _fields(b, 0, len(b)) if num == 7 and wt == 2]
@@ -259,10 +261,11 @@ def weight_extents(data) -> dict[str, tuple[int, int]] | None:
             if wt != 2 or num not in (1, 5):
                 continue
             if num == 1:
-                name, raw = _constant(b, a, z)
+                name, raw, elsewhere = _constant(b, a, z)
             else:
                 name, raw, elsewhere = _tensor(b, a, z)
-                raw = None if elsewhere else raw
+            if elsewhere:
+                return None
             if name is None:
                 continue
             if name in seen:  # two tensors of one name: which one did the model use? not served
