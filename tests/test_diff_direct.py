@@ -12,7 +12,6 @@ import os
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 from onnx import numpy_helper
 from typer.testing import CliRunner
@@ -25,6 +24,7 @@ from onnxprobe.match.pairs import Matching, Pair, Unmatched
 from onnxprobe.runtime import plan_cache
 from onnxprobe.stats.metrics import Tolerance
 from tests.conftest import sample_path
+from tests.test_diff_light import _values  # every node output of a model alone, as onnxruntime computes it
 
 api_diff = importlib.import_module("onnxprobe.api.diff")  # the module (api.diff is the function)
 MODELS = ["cnn", "mlp", "transformer_block", "dynamic_batch", "control_flow"]
@@ -78,19 +78,6 @@ def _same(first, second) -> None:
     assert second.a.describe() == first.a.describe() and second.b.describe() == first.b.describe()
     assert sorted(second.feed) == sorted(first.feed)
     assert all(np.array_equal(second.feed[k], first.feed[k]) for k in first.feed)
-
-
-def _values(path: str, feeds: dict) -> dict[str, np.ndarray]:
-    """Every node output of the model at ``path`` as onnxruntime computes it alone."""
-    m = onnx.load(path)
-    have = {o.name for o in m.graph.output}
-    m.graph.output.extend(onnx.ValueInfoProto(name=o) for n in m.graph.node for o in n.output if o and o not in have)
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    fed = {i.name: feeds[i.name] for i in sess.get_inputs()}
-    names = [o.name for o in sess.get_outputs()]
-    return dict(zip(names, sess.run(names, fed)))
 
 
 @pytest.mark.parametrize("extras", [True, False], ids=["full", "light"])

@@ -27,9 +27,10 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from onnxprobe.api.lean import servable
 from onnxprobe.compare.sides import Side
 from onnxprobe.runtime import direct, plan_cache
-from onnxprobe.types import InputSpec, RunConfig, Selection
+from onnxprobe.types import InputSpec, RunConfig
 
 ENTRY = 1  # the layout of an entry's metadata (``_template``): another one is a miss
 
@@ -53,24 +54,12 @@ def ticket(a, b, *, others: bool, runtime: str, runtime_options, selection, conf
         return None
     if not all(isinstance(m, (str, os.PathLike)) for m in (a, b)):
         return None
-    config = RunConfig() if config is None else config
-    inputs = InputSpec() if inputs is None else inputs
-    selection = Selection() if selection is None else selection
-    if type(config) is not RunConfig or type(inputs) is not InputSpec or type(selection) is not Selection:
+    settings = servable(config, inputs, selection)
+    if settings is None:
         return None
-    if config.tf32 is not None or inputs.files or inputs.arrays or inputs.arrays_complete or config.device not in ("auto", "cpu"):
-        return None
-    try:
-        if not plan_cache.enabled(config.cache):
-            return None
-    except Exception:  # noqa: BLE001 - a cache setting that is wrong: the normal path says so
-        return None
-    from onnxprobe.runtime.ort_options import OPT_LEVELS, ort_module
+    config, inputs, selection = settings
+    from onnxprobe.runtime.ort_options import ort_module
 
-    if config.opt_level not in OPT_LEVELS:
-        return None
-    if config.device == "auto" and "CUDAExecutionProvider" in ort_module().get_available_providers():
-        return None  # auto may mean CUDA here
     paths, states = [], []
     for m in (a, b):
         path = os.fspath(m)

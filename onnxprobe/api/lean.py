@@ -61,24 +61,12 @@ def _ticket(model, selection, config, inputs, save, save_to, max_memory, runtime
     if not isinstance(model, (str, os.PathLike)) or runtime != "ort" or runtime_options or save is not False \
             or save_to is not None or max_memory is not None:
         return None
-    config = RunConfig() if config is None else config
-    inputs = InputSpec() if inputs is None else inputs
-    selection = Selection() if selection is None else selection
-    if type(config) is not RunConfig or type(inputs) is not InputSpec or type(selection) is not Selection:
+    settings = servable(config, inputs, selection)
+    if settings is None:
         return None
-    if config.tf32 is not None or inputs.files or inputs.arrays or inputs.arrays_complete or config.device not in ("auto", "cpu"):
-        return None
-    try:
-        if not plan_cache.enabled(config.cache):
-            return None
-    except Exception:  # noqa: BLE001 - a cache setting that is wrong: the normal path says so
-        return None
-    from onnxprobe.runtime.ort_options import OPT_LEVELS, ort_module
+    config, inputs, selection = settings
+    from onnxprobe.runtime.ort_options import ort_module
 
-    if config.opt_level not in OPT_LEVELS:
-        return None
-    if config.device == "auto" and "CUDAExecutionProvider" in ort_module().get_available_providers():
-        return None  # auto may mean CUDA here: what runtime.ort.resolve_device says, with onnx
     path = os.fspath(model)
     if not isinstance(path, str):
         return None
@@ -100,6 +88,32 @@ def _ticket(model, selection, config, inputs, save, save_to, max_memory, runtime
                # (an IR version it lowered), another numpy draw other inputs
                "onnxruntime": ort_module().__version__, "numpy": np.__version__}
     return _Ticket(path, direct.request_key(request), direct.file_state(st), config.opt_level, inputs)
+
+
+def servable(config, inputs, selection) -> tuple[RunConfig, InputSpec, Selection] | None:
+    """The settings of a request a direct mode may serve (``layers``'s here, ``diff``'s in ``api.diff_direct``),
+    defaults filled in: onnxruntime on the CPU (``auto`` where it lists no CUDA provider), inputs drawn from the
+    seed, the cache on, the types themselves (a subclass or another value: the normal path says what is wrong);
+    None for anything else."""
+    config = RunConfig() if config is None else config
+    inputs = InputSpec() if inputs is None else inputs
+    selection = Selection() if selection is None else selection
+    if type(config) is not RunConfig or type(inputs) is not InputSpec or type(selection) is not Selection:
+        return None
+    if config.tf32 is not None or inputs.files or inputs.arrays or inputs.arrays_complete or config.device not in ("auto", "cpu"):
+        return None
+    try:
+        if not plan_cache.enabled(config.cache):
+            return None
+    except Exception:  # noqa: BLE001 - a cache setting that is wrong: the normal path says so
+        return None
+    from onnxprobe.runtime.ort_options import OPT_LEVELS, ort_module
+
+    if config.opt_level not in OPT_LEVELS:
+        return None
+    if config.device == "auto" and "CUDAExecutionProvider" in ort_module().get_available_providers():
+        return None  # auto may mean CUDA here: what runtime.ort.resolve_device says, with onnx
+    return config, inputs, selection
 
 
 def _served(ticket: _Ticket) -> ProbeResult | None:
