@@ -294,3 +294,44 @@ def test_a_model_with_external_weights_is_never_served_stale(tmp_path, cache):
     second = _diff(str(a), str(b))
     assert not _served(second)
     assert all(r.metrics.exact for r in second.results) and not all(r.metrics.exact for r in first.results)
+
+
+def test_served_sides_of_a_file_edited_since_are_refused(tmp_path, cache):
+    """A served result's sides are read from the files when first used: B rewritten after the diff would give
+    another model than the one measured (its histograms, its model): refused, never read silently (QA)."""
+    a, b = str(sample_path("cnn")), _perturbed("cnn", tmp_path)
+    _diff(a, b)
+    res = _diff(a, b)
+    assert _served(res)
+    m = onnx.load(b)  # other weights, same size
+    t = next(t for t in m.graph.initializer if numpy_helper.to_array(t).size > 100)
+    t.CopyFrom(numpy_helper.from_array((numpy_helper.to_array(t) * np.float32(1.5)).astype(np.float32), t.name))
+    onnx.save(m, b)
+    with pytest.raises(api.ModelError, match="changed since"):
+        res.b.model  # noqa: B018
+    # the same bytes again (another inode, other times): read as the diff measured them
+    again = _diff(a, b, config=api.RunConfig(device="cpu", cache=False))
+    _diff(a, b)  # the edited B's entry
+    res = _diff(a, b)
+    assert _served(res)
+    os.replace(b, b + ".moved")
+    with open(b + ".moved", "rb") as f, open(b, "wb") as g:
+        g.write(f.read())
+    assert res.b.runner is not None
+    assert api.diff_histograms(res, [res.results[-1].pair.a.name]) == api.diff_histograms(again, [res.results[-1].pair.a.name])
+
+
+@pytest.mark.parametrize("field,value", [("notes", [1, 2]), ("describe", [1, 2]), ("labels", ["A"]), ("facts", [5, 6]),
+                                         ("measured", 7), ("exact", "x"), ("alike", [None]), ("rtols", "x"),
+                                         ("raw", []), ("extras", "yes")])
+def test_entry_with_a_template_of_other_types_is_a_miss(tmp_path, cache, field, value):
+    """An entry whose digest holds but whose template's plain fields are not what _remember writes (notes of
+    ints: an internal error in the report) is a miss, as runtime.direct's entries are (_meta_fits)."""
+    a, b = str(sample_path("mlp")), _perturbed("mlp", tmp_path)
+    first = _diff(a, b)
+    k, data, meta = _entry(cache)
+    meta["template"][field] = value
+    plan_cache.write_entry(k, data, meta)
+    again = _diff(a, b)
+    assert not _served(again)
+    _same(first, again)

@@ -180,7 +180,24 @@ def _fits(meta: dict, t: Ticket) -> bool:
                     and isinstance(r[2], list) and all(isinstance(d, int) and d >= 0 for d in r[2]) for r in meta["recipe"])
             and isinstance(files, list) and len(files) == 2
             and all(isinstance(f, dict) and f.get("size") == s[0] and isinstance(f.get("digest"), str)
-                    and direct.moves_fit(f.get("moves"), s[0], meta["packed"]) for f, s in zip(files, t.states)))
+                    and direct.moves_fit(f.get("moves"), s[0], meta["packed"]) for f, s in zip(files, t.states))
+            and _template_fits(meta["template"]))
+
+
+def _template_fits(tp: dict) -> bool:
+    """Whether the plain fields of an entry's template are of the types ``_remember`` writes (as
+    ``runtime.direct._meta_fits`` checks its entries'): an entry whose digest holds but whose notes are not
+    strings, say, is a miss, not an internal error in the report."""
+    def pair(x, ok) -> bool:  # one value of each side
+        return isinstance(x, list) and len(x) == 2 and all(ok(v) for v in x)
+
+    return (plan_cache.strings(tp.get("notes")) and pair(tp.get("describe"), lambda v: isinstance(v, str))
+            and pair(tp.get("labels"), lambda v: isinstance(v, str))
+            and pair(tp.get("facts"), lambda v: v is None or isinstance(v, dict)) and isinstance(tp.get("measured"), str)
+            and plan_cache.strings(tp.get("exact")) and plan_cache.strings(tp.get("alike"))
+            and isinstance(tp.get("rtols"), list) and all(type(v) in (int, float) for v in tp["rtols"])
+            and isinstance(tp.get("raw"), dict) and all(isinstance(v, list) for v in tp["raw"].values())
+            and isinstance(tp.get("extras"), bool) and isinstance(tp.get("frozen"), dict))
 
 
 def _served(t: Ticket, skel: bytes, meta: dict, build):
@@ -225,7 +242,7 @@ def _served(t: Ticket, skel: bytes, meta: dict, build):
     for r in results:
         if r.pair.b.name in alike and r.metrics is not None and r.pair.b.kind == "float":
             r.introduced = IntroducedError.of(r.metrics)
-    sides = _Sides(lambda: build(feeds))
+    sides = _Sides(lambda: build(feeds), t, meta["files"])
     a, b = (ServedSide(label, text, facts, sides, k)
             for k, (label, text, facts) in enumerate(zip(tp["labels"], tp["describe"], tp["facts"])))
     res = assembled(plan, a, b, results, scaled, tp["measured"], list(tp["notes"]), len(measured))
@@ -235,15 +252,47 @@ def _served(t: Ticket, skel: bytes, meta: dict, build):
 
 
 class _Sides:
-    """Both sides of a served diff, built as the normal path builds them (``build()``) when first read."""
+    """Both sides of a served diff, built as the normal path builds them (``build()``) when first read, from
+    the files as they are then: each must still be the file the run read (``t``'s state when the request came,
+    or the bytes of the entry's ``records``), before and after the build; a file edited since is refused (the
+    normal path's sides hold the models it read; these would silently be another model than the one measured)."""
 
-    def __init__(self, build):
-        self._build, self._got = build, None
+    def __init__(self, build, t: Ticket | None = None, records: list | None = None):
+        self._build, self._got, self._t, self._records = build, None, t, records
 
     def get(self, k: int) -> Side:
         if self._got is None:
-            self._got = tuple(self._build())
+            self._check()
+            got = tuple(self._build())
+            self._check()
+            self._got = got
         return self._got[k]
+
+    def _check(self) -> None:
+        if self._t is None or self._records is None:
+            return
+        for who, path, state, record in zip("AB", self._t.paths, self._t.states, self._records):
+            if not _same_file(path, state, record):
+                from onnxprobe.errors import ModelError
+                from onnxprobe.text import clean
+
+                raise ModelError(f"{who} ({clean(path)}): the model file changed since this diff ran, which was served "
+                                 "from the plan cache and reads the models when first used: run the diff again")
+
+
+def _same_file(path: str, state: tuple, record: dict) -> bool:
+    """Whether the file ``path`` is still the one of ``state`` (``file_state`` when the request came) or holds the
+    bytes of ``record`` (its size and digest, ``direct.file_weights``)."""
+    from onnxprobe.runtime.model_file import open_regular, stream
+
+    try:
+        if direct.file_state(os.stat(path)) == tuple(state):
+            return True
+        with open_regular(path) as f:
+            size = os.fstat(f.fileno()).st_size
+            return size == record["size"] and stream(f, size, [], lambda *_: True) == record["digest"]
+    except (OSError, ValueError, TypeError, KeyError):
+        return False
 
 
 def _built(field: str):
