@@ -335,3 +335,11 @@ def test_entry_with_a_template_of_other_types_is_a_miss(tmp_path, cache, field, 
     again = _diff(a, b)
     assert not _served(again)
     _same(first, again)
+
+
+def test_a_served_diff_reports_its_progress(tmp_path, cache):
+    a, b = str(sample_path("mlp")), _perturbed("mlp", tmp_path)
+    _diff(a, b)
+    calls = []
+    res = _diff(a, b, progress=lambda done, total: calls.append((done, total)))
+    assert _served(res) and calls and calls[-1][0] == calls[-1][1]

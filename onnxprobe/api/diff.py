@@ -330,6 +330,8 @@ def diff(
     if ticket is not None and (res := diff_direct.served(ticket, lambda fed: make_sides(
             a, b, config=config, constants=bool(selection and selection.include_constants),
             shapes={k: tuple(np.shape(v)) for k, v in fed.items()})[1:])) is not None:
+        if progress is not None:  # its one run done, as the normal path says of its own
+            progress(1, 1)
         return res
     a_model = as_model(a)
     saved_notes: list[str] = []
