@@ -292,7 +292,11 @@ def diff(
     ``runtime`` runs A (and a model B): ``ort`` (default), ``openvino``, ``tensorrt`` or ``reference``;
     ``vs_runtime`` compares the model with itself on another runtime (on ``vs_device``, that runtime's
     device, when given; ``vs_reference`` is ``vs_runtime="reference"``). ``runtime_options``: settings of
-    the runtimes that take them (``{"INFERENCE_PRECISION_HINT": "f16"}``; ``"openvino:KEY"`` for one)."""
+    the runtimes that take them (``{"INFERENCE_PRECISION_HINT": "f16"}``; ``"openvino:KEY"`` for one).
+
+    A repeated diff of the same two model files with the same request is served from the plan cache without
+    reading the models again (``api.diff_direct``; ``RunConfig(cache=False)`` turns it off): the same result,
+    whose sides (``result.a``, ``result.b``) are built when first read."""
     check_map(user_map)
     check_switches("diff", vs_reference=vs_reference, introduced=introduced, fuse=fuse, profile=profile, extras=extras)
     if not isinstance(fp32_sensitivity, int) or isinstance(fp32_sensitivity, bool):
