@@ -328,7 +328,7 @@ def diff(
 
     ticket = diff_direct.ticket(
         a, b, others=bool(vs_device or vs_opt_level or vs_runtime or vs_npz is not None or fp32_sensitivity or not fuse or profile),
-        runtime=runtime, runtime_options=runtime_options, selection=selection or Selection(), config=config, inputs=inputs,
+        runtime=runtime, runtime_options=runtime_options, selection=selection, config=config, inputs=inputs,
         tolerance=tolerance, per_tensor=per_tensor, user_map=user_map, introduced=introduced, max_memory=max_memory,
         extras=extras)
     if ticket is not None and (res := diff_direct.served(ticket, lambda fed: make_sides(

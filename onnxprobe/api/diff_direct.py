@@ -36,12 +36,11 @@ ENTRY = 1  # the layout of an entry's metadata (``_template``): another one is a
 
 
 class Ticket:
-    """A request that may be served: both files' paths and states when it came, the index key, and what a served
-    result needs to build its sides when they are read."""
+    """A request that may be served: both files' paths and states when it came, the index key, the run's settings
+    and its inputs' spec (the seed the entry records)."""
 
-    def __init__(self, paths: list[str], states: list[tuple], key: str, config: RunConfig, spec: InputSpec,
-                 constants: bool):
-        self.paths, self.states, self.key, self.config, self.spec, self.constants = paths, states, key, config, spec, constants
+    def __init__(self, paths: list[str], states: list[tuple], key: str, config: RunConfig, spec: InputSpec):
+        self.paths, self.states, self.key, self.config, self.spec = paths, states, key, config, spec
 
 
 def ticket(a, b, *, others: bool, runtime: str, runtime_options, selection, config, inputs, tolerance, per_tensor,
@@ -85,7 +84,7 @@ def ticket(a, b, *, others: bool, runtime: str, runtime_options, selection, conf
         key = plan_cache.key_of({"direct": 2, "request": request})
     except (ValueError, TypeError):  # a criterion or map the normal path takes and the key cannot say
         return None
-    return Ticket([p for p, _ in paths], states, key, config, inputs, bool(selection.include_constants))
+    return Ticket([p for p, _ in paths], states, key, config, inputs)
 
 
 # --- writing an entry (after a normal run, onnx loaded) ------------------------------------------------------------
@@ -205,7 +204,6 @@ def _served(t: Ticket, skel: bytes, meta: dict, build):
     from onnxprobe.compare.frozen import thaw
     from onnxprobe.compare.fused import read
     from onnxprobe.compare.measure import Measured
-    from onnxprobe.memory import return_freed_memory, unpark
     from onnxprobe.runtime.random_inputs import draw
     from onnxprobe.stats.metrics import IntroducedError
 
@@ -223,12 +221,10 @@ def _served(t: Ticket, skel: bytes, meta: dict, build):
                            selected_b=f["selected_b"], selected_a=f["selected_a"], tolerance=f["tolerance"],
                            per_tensor=f["per_tensor"])
     raw = {int(k): v for k, v in tp["raw"].items()}
-    unpark()
-    return_freed_memory()  # the process's malloc as the normal path sets it before its session
-    weights = direct.aligned(meta["packed"])
-    for path, size, record in zip(t.paths, (s[0] for s in t.states), meta["files"]):
-        if not direct.copy_weights(path, size, record, record["moves"], weights):
-            return None  # another file now: the normal path, whose entry replaces this one
+    weights = direct.load_weights([(path, state[0], record, record["moves"])
+                                   for path, state, record in zip(t.paths, t.states, meta["files"])], meta["packed"])
+    if weights is None:
+        return None  # another file now: the normal path, whose entry replaces this one
     feeds = draw([(n, d, tuple(s)) for n, d, s in meta["recipe"]], meta["seed"], tuple(meta["int_range"]))
     got = direct.run_skeleton(skel, weights, t.config.opt_level, feeds, meta["outputs"])[0]
     out = read(got, report, raw, 0, plan.rtol_of, plan.tolerance_of, plan.extras)
@@ -257,7 +253,7 @@ class _Sides:
     or the bytes of the entry's ``records``), before and after the build; a file edited since is refused (the
     normal path's sides hold the models it read; these would silently be another model than the one measured)."""
 
-    def __init__(self, build, t: Ticket | None = None, records: list | None = None):
+    def __init__(self, build, t: Ticket, records: list):
         self._build, self._got, self._t, self._records = build, None, t, records
 
     def get(self, k: int) -> Side:
@@ -269,8 +265,6 @@ class _Sides:
         return self._got[k]
 
     def _check(self) -> None:
-        if self._t is None or self._records is None:
-            return
         for who, path, state, record in zip("AB", self._t.paths, self._t.states, self._records):
             if not _same_file(path, state, record):
                 from onnxprobe.errors import ModelError

@@ -30,7 +30,7 @@ def freeze(x) -> dict:
     keep = []  # the objects seen, alive till the end (an id is unique only among live objects)
 
     def walk(x):
-        if x is None or isinstance(x, (bool, int, str)) and type(x) in (bool, int, str):
+        if x is None or type(x) in (bool, int, str):  # their subclasses (an IntEnum, numpy's) are refused below
             return x
         if type(x) is float:  # JSON has no inf or nan
             return x if math.isfinite(x) else {"~f": repr(x)}

@@ -182,14 +182,8 @@ def run(key: str, path: str, size: int, opt_level: str) -> dict | None:
             return None
         if any(p.ref.kind not in ("node", "input") for p in probes):
             return None
-        # the process's malloc as the normal path sets it before its session (memory.return_freed_memory: its
-        # $ONNXPROBE_MMAP_THRESHOLD read, a bad one refused there in its words), here before the weights' buffer
-        unpark()
-        return_freed_memory()
-        # the weights' bytes, each at an ALIGN boundary, in one buffer onnxruntime reads them from in place (CPU)
-        weights = aligned(meta["packed"])
-        moves = meta["moves"]
-        if not copy_weights(path, size, meta["file"], moves, weights):
+        weights = load_weights([(path, size, meta["file"], meta["moves"])], meta["packed"])
+        if weights is None:
             return None  # another file now: the normal path, whose entry replaces this one
         feeds = draw([(n, d, tuple(s)) for n, d, s in meta["recipe"]], meta["seed"], tuple(meta["int_range"]))
         if any(p.ref.kind == "input" and p.ref.name not in feeds for p in probes):
@@ -211,6 +205,21 @@ def run(key: str, path: str, size: int, opt_level: str) -> dict | None:
             "feeds": feeds, "providers": providers, "session_seconds": session_seconds,
             "run_seconds": seconds, "notes": meta["notes"], "warnings": meta["warnings"],
             "runtime_options": {str(k): str(v) for k, v in meta["runtime_options"].items()}, "skeleton": skel}
+
+
+def load_weights(files: list[tuple[str, int, dict, list]], packed: int) -> np.ndarray | None:
+    """The weights' bytes of model files, each at an ALIGN boundary, in one buffer of ``packed`` bytes that
+    onnxruntime reads them from in place (CPU): ``files``, (path, size when last seen, its record, its moves) each
+    (``copy_weights``); None where one is not the file its record describes. The process's malloc is set first, as
+    the normal path sets it before its session (memory.return_freed_memory: its $ONNXPROBE_MMAP_THRESHOLD read, a
+    bad one refused there in its words), here before the weights' buffer."""
+    unpark()
+    return_freed_memory()
+    weights = aligned(packed)
+    for path, size, record, moves in files:
+        if not copy_weights(path, size, record, moves, weights):
+            return None
+    return weights
 
 
 def copy_weights(path: str, size: int, record: dict, moves: list, weights: np.ndarray) -> bool:
