@@ -18,6 +18,7 @@ from onnxprobe.text import clip, controls, quote
 # the gradient of forward tensor t is the tensor t + GRAD_SUFFIX
 BACKWARD_TAG = "onnxprobe.grad/"
 GRAD_SUFFIX = "_grad"
+SORTS = ("topo", "introduced", "accumulated")  # the orders of a diff's rows (compare.result.sort_results)
 
 
 # where a dataset's samples come from (``inputs_from``): a FILE.py:FUNC, a function that returns or yields feed
@@ -383,6 +384,9 @@ def op_types(values: tuple[str, ...]) -> tuple[str, ...]:
 
 
 Progress = Callable[[int, int], object]  # progress(done, total), called as the work goes on
+# what vs_torch and the torch functions take: a torch.nn.Module (Any: torch, an optional extra, is imported only
+# inside onnxprobe.torch's functions), a (module, example args) tuple or "FILE.py:FUNC"
+TorchLike = Union[Any, tuple, str, os.PathLike]
 
 
 @dataclass

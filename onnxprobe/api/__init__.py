@@ -55,7 +55,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
         save_tensors, select,
     )
     from onnxprobe.api.lean import layers
-    from onnxprobe.api.diff import diff
+    from onnxprobe.api.diff_lean import diff
     from onnxprobe.api.diff_grad import diff_grad
     from onnxprobe.api.diff_dataset import diff_dataset
     from onnxprobe.api.grad_dataset import REDUCE, grad_dataset
@@ -77,7 +77,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
     from onnxprobe.api.reports import html, netron, overlay, report, text
     from onnxprobe.api.torch import diff_grad_torch, diff_torch, torch_module
     from onnxprobe.api.surgery import ExtractResult, InspectResult, MarkResult, SurgeryResult, extract, inspect, mark
-    from onnxprobe.compare.result import SORTS, DiffResult, PairResult, sort_results
+    from onnxprobe.compare.result import DiffResult, PairResult, sort_results
     from onnxprobe.errors import (
         DeviceUnavailable, ExecutionError, MissingExtra, ModelError, NoGradientRule, OnnxProbeError, UsageError,
     )
@@ -89,7 +89,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
     from onnxprobe.stats.conditions import Condition, parse_condition
     from onnxprobe.stats.metrics import METRICS, IntroducedError, PairMetrics, Tolerance, tolerances_from_flags
     from onnxprobe.stats.tensor_stats import TensorStats
-    from onnxprobe.types import BACKWARD_TAG, GRAD_SUFFIX, InputSpec, ProbePlan, ProbeResult, RunConfig, RunInfo, Selection, TensorRef
+    from onnxprobe.types import BACKWARD_TAG, GRAD_SUFFIX, SORTS, InputSpec, ProbePlan, ProbeResult, RunConfig, RunInfo, Selection, TensorRef
 
 
 # each public name and the module it lives in, imported on first use (PEP 562): a command pays only
@@ -101,7 +101,7 @@ _WHERE = {
         "merge_stats plan raw_chunks run runner save_tensors select"
     ),
     "onnxprobe.api.lean": "layers",  # a cached request served without onnx, else core.layers
-    "onnxprobe.api.diff": "diff",
+    "onnxprobe.api.diff_lean": "diff",  # a cached request's run started before onnx is imported, else api.diff's own
     "onnxprobe.api.diff_grad": "diff_grad",
     "onnxprobe.api.diff_dataset": "diff_dataset",
     "onnxprobe.api.grad_dataset": "REDUCE grad_dataset",
@@ -126,7 +126,7 @@ _WHERE = {
         "ExtractResult InspectResult MarkResult SurgeryResult extract inspect "
         "mark"
     ),
-    "onnxprobe.compare.result": "SORTS DiffResult PairResult sort_results",
+    "onnxprobe.compare.result": "DiffResult PairResult sort_results",
     "onnxprobe.errors": "DeviceUnavailable ExecutionError MissingExtra ModelError NoGradientRule OnnxProbeError UsageError",
     "onnxprobe.graph.index": "GraphIndex NodeInfo TensorInfo attribute_text",
     "onnxprobe.runtime.ort": "DEVICES OPT_LEVELS resolve_device",
@@ -136,7 +136,7 @@ _WHERE = {
     "onnxprobe.stats.metrics": "METRICS IntroducedError PairMetrics Tolerance tolerances_from_flags",
     "onnxprobe.stats.tensor_stats": "TensorStats",
     "onnxprobe.types": (
-        "BACKWARD_TAG GRAD_SUFFIX InputSpec ProbePlan ProbeResult RunConfig RunInfo Selection "
+        "BACKWARD_TAG GRAD_SUFFIX SORTS InputSpec ProbePlan ProbeResult RunConfig RunInfo Selection "
         "TensorRef"
     ),
 }

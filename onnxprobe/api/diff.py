@@ -274,29 +274,10 @@ def diff(
     fuse: bool = True,
     profile: bool = False,
     extras: bool = True,
+    _early=None,
 ) -> DiffResult:
-    """Compare model A against a reference B: another model, the same model on another device or
-    optimisation level, onnx.reference, or saved activations (an ``.npz`` path or a dict of arrays keyed
-    by tensor name), or the PyTorch module it was exported from (``vs_torch``: see ``api.diff_torch``).
-    ``a`` and ``b`` are loaded Models or paths. ``result.verdict()`` says whether it passed, and why not.
-    ``fuse`` (two models on onnxruntime with the same settings): both in one graph and one run, the
-    metrics and introduced error computed in the graph (float32 partial sums added in float64); False:
-    separate runs, the tensors measured on the host in float64. ``profile``: time the one run with
-    onnxruntime's profiler (``result.profile``, each result's ``kernel_ms``). ``extras=False``: the one run
-    (``fuse``) computes no max relative error, mean |a-b| nor the worst element's index (three passes over
-    every tensor fewer, and a ReduceMax for the ArgMax), and each result's ``metrics.max_rel``, ``mean_abs`` and
-    ``worst`` are None, as are its introduced error's ``mean_abs`` and ``worst``; kept where a criterion judges by one, and
-    measured as ever by a diff in separate runs (another runtime or device, ``vs_torch``, ``fuse=False``, and a
-    one run that cannot be or fails, whose pairs the separate runs then measure).
-
-    ``runtime`` runs A (and a model B): ``ort`` (default), ``openvino``, ``tensorrt`` or ``reference``;
-    ``vs_runtime`` compares the model with itself on another runtime (on ``vs_device``, that runtime's
-    device, when given; ``vs_reference`` is ``vs_runtime="reference"``). ``runtime_options``: settings of
-    the runtimes that take them (``{"INFERENCE_PRECISION_HINT": "f16"}``; ``"openvino:KEY"`` for one).
-
-    A repeated diff of the same two model files with the same request is served from the plan cache without
-    reading the models again (``api.diff_direct``; ``RunConfig(cache=False)`` turns it off): the same result,
-    whose sides (``result.a``, ``result.b``) are built when first read."""
+    """``api.diff``'s normal path (``api.diff_lean.diff`` is ``api.diff``, and documents every argument).
+    ``_early``: the entry ``api.diff_lean`` prepared for this request, if any (``api.diff_direct.served``)."""
     check_map(user_map)
     check_switches("diff", vs_reference=vs_reference, introduced=introduced, fuse=fuse, profile=profile, extras=extras)
     if not isinstance(fp32_sensitivity, int) or isinstance(fp32_sensitivity, bool):
@@ -325,18 +306,21 @@ def diff(
                           per_tensor=per_tensor, user_map=user_map, introduced=introduced, max_memory=max_memory,
                           progress=progress)
     from onnxprobe.api import diff_direct  # a repeated request: served from the plan cache without reading the models
+    from onnxprobe.api.diff_ticket import ticket as diff_ticket
 
-    ticket = diff_direct.ticket(
+    ticket = diff_ticket(
         a, b, others=bool(vs_device or vs_opt_level or vs_runtime or vs_npz is not None or fp32_sensitivity or not fuse or profile),
         runtime=runtime, runtime_options=runtime_options, selection=selection, config=config, inputs=inputs,
         tolerance=tolerance, per_tensor=per_tensor, user_map=user_map, introduced=introduced, max_memory=max_memory,
         extras=extras)
     if ticket is not None and (res := diff_direct.served(ticket, lambda fed: make_sides(
             a, b, config=config, constants=bool(selection and selection.include_constants),
-            shapes={k: tuple(np.shape(v)) for k, v in fed.items()})[1:])) is not None:
+            shapes={k: tuple(np.shape(v)) for k, v in fed.items()})[1:], _early)) is not None:
         if progress is not None:  # its one run done, as the normal path says of its own
             progress(1, 1)
         return res
+    if _early is not None:  # not served: its session let go before the normal path builds its own
+        _early.close()
     a_model = as_model(a)
     saved_notes: list[str] = []
     if vs_npz is not None:

@@ -2,9 +2,10 @@
 merged graph the first one left in the plan cache, over the files' own bytes, without reading either model's
 graph, validating it, observing it or matching it again (on PP-OCRv4 det, 0.3 s of a 1.3 s ``diff --all``).
 
-As ``api.lean`` for ``layers``: an index entry keyed by the request as stated before any model is read (both paths,
-as given and resolved; selection, criteria, map, input flags, device, opt level; ``plan_cache.key_of`` adds
-onnxprobe's version and code), never by the files' bytes. It records both files (size, status, digest: a file of
+As ``api.lean`` for ``layers``: an index entry keyed by the request as stated before any model is read
+(``api.diff_ticket``: both paths, as given and resolved; selection, criteria, map, input flags, device, opt level;
+``plan_cache.key_of`` adds onnxprobe's version and code), never by the files' bytes; ``api.diff`` (``api.diff_lean``)
+prepares the entry and starts its session before this module and onnx are imported. It records both files (size, status, digest: a file of
 other bytes is a miss), the merged graph as a skeleton whose stubs point into one in-memory buffer of both files'
 weights (``runtime.direct.file_weights``), the inputs' recipe, and what the result says that no run computes: the
 matching with its unmatched entries and their reasons, each pair's criterion, the notes, the sides' descriptions
@@ -22,70 +23,11 @@ report does not.
 from __future__ import annotations
 
 import os
-import stat
 from types import SimpleNamespace
 
-import numpy as np
-
-from onnxprobe.api.lean import servable
+from onnxprobe.api.diff_ticket import ENTRY, Prepared, Ticket, prepare
 from onnxprobe.compare.sides import Side
 from onnxprobe.runtime import direct, plan_cache
-from onnxprobe.types import InputSpec, RunConfig
-
-ENTRY = 1  # the layout of an entry's metadata (``_template``): another one is a miss
-
-
-class Ticket:
-    """A request that may be served: both files' paths and states when it came, the index key, the run's settings
-    and its inputs' spec (the seed the entry records)."""
-
-    def __init__(self, paths: list[str], states: list[tuple], key: str, config: RunConfig, spec: InputSpec):
-        self.paths, self.states, self.key, self.config, self.spec = paths, states, key, config, spec
-
-
-def ticket(a, b, *, others: bool, runtime: str, runtime_options, selection, config, inputs, tolerance, per_tensor,
-           user_map, introduced: bool, max_memory, extras: bool) -> Ticket | None:
-    """The request, when one this mode may serve (the module's docstring); None for anything else. ``others``:
-    whether any other reference, --profile, --separate-runs or --fp32-sensitivity was asked for."""
-    from onnxprobe.compare.frozen import freeze
-
-    if others or b is None or runtime != "ort" or runtime_options or max_memory is not None or type(extras) is not bool:
-        return None
-    if not all(isinstance(m, (str, os.PathLike)) for m in (a, b)):
-        return None
-    settings = servable(config, inputs, selection)
-    if settings is None:
-        return None
-    config, inputs, selection = settings
-    from onnxprobe.runtime.ort_options import ort_module
-
-    paths, states = [], []
-    for m in (a, b):
-        path = os.fspath(m)
-        try:
-            st = os.stat(path)
-            real = os.path.realpath(path)
-        except (OSError, ValueError, TypeError):
-            return None
-        if not isinstance(path, str) or not stat.S_ISREG(st.st_mode) or st.st_size > direct.MAX_FILE:
-            return None
-        paths.append((path, real))
-        states.append(direct.file_state(st))
-    try:
-        request = {"command": "diff", "models": paths, "device": config.device, "opt_level": config.opt_level,
-                   "io_binding": config.io_binding,
-                   "selection": [list(selection.ops), list(selection.names), selection.all, selection.range,
-                                 selection.include_constants],
-                   "seed": inputs.seed, "int_range": list(inputs.int_range),
-                   "shapes": sorted([k, list(v)] for k, v in inputs.shapes.items()), "extras": extras,
-                   "introduced": bool(introduced), "tolerance": freeze(tolerance), "per_tensor": freeze(per_tensor),
-                   "map": freeze(user_map), "entry": ENTRY,
-                   "onnxruntime": ort_module().__version__, "numpy": np.__version__}
-        key = plan_cache.key_of({"direct": 2, "request": request})
-    except (ValueError, TypeError):  # a criterion or map the normal path takes and the key cannot say
-        return None
-    return Ticket([p for p, _ in paths], states, key, config, inputs)
-
 
 # --- writing an entry (after a normal run, onnx loaded) ------------------------------------------------------------
 
@@ -153,64 +95,34 @@ def _remember(t: Ticket, res) -> None:
 
 # --- serving a hit ------------------------------------------------------------------------------------------------
 
-def served(t: Ticket, build):
+def served(t: Ticket, build, early: Prepared | None = None):
     """The DiffResult of entry ``t.key``, run now; None on a miss, a damaged entry, or a run the normal path must
     make (the module's docstring). ``build(feeds)``: side A and side B as the normal path makes them, for these
-    feeds (called when something reads the result's sides)."""
-    got = plan_cache.read_entry(t.key)
+    feeds (called when something reads the result's sides). ``early``: the entry ``api.diff_lean`` prepared before
+    this module was imported, taken where its key is ``t``'s (else the entry is prepared now); let go either way."""
+    got = early if early is not None and early.key == t.key else prepare(t)
     if got is None:
         return None
-    skel, meta = got
     try:
-        return _served(t, skel, meta, build)
+        return _served(t, got, build)
     except KeyboardInterrupt:
         raise
     except Exception:  # noqa: BLE001 - the normal path runs, and says what fails in its words
         return None
+    finally:
+        got.close()  # its session and weights let go before the report (or the normal path) goes on
 
 
-def _fits(meta: dict, t: Ticket) -> bool:
-    files = meta.get("files")
-    return (meta.get("entry") == ENTRY and plan_cache.strings(meta.get("outputs")) and isinstance(meta.get("packed"), int)
-            and isinstance(meta.get("template"), dict) and isinstance(meta.get("seed"), int)
-            and isinstance(meta.get("int_range"), list) and len(meta["int_range"]) == 2
-            and all(isinstance(v, int) for v in meta["int_range"]) and isinstance(meta.get("recipe"), list)
-            and all(isinstance(r, list) and len(r) == 3 and isinstance(r[0], str) and isinstance(r[1], str)
-                    and isinstance(r[2], list) and all(isinstance(d, int) and d >= 0 for d in r[2]) for r in meta["recipe"])
-            and isinstance(files, list) and len(files) == 2
-            and all(isinstance(f, dict) and f.get("size") == s[0] and isinstance(f.get("digest"), str)
-                    and direct.moves_fit(f.get("moves"), s[0], meta["packed"]) for f, s in zip(files, t.states))
-            and _template_fits(meta["template"]))
-
-
-def _template_fits(tp: dict) -> bool:
-    """Whether the plain fields of an entry's template are of the types ``_remember`` writes (as
-    ``runtime.direct._meta_fits`` checks its entries'): an entry whose digest holds but whose notes are not
-    strings, say, is a miss, not an internal error in the report."""
-    def pair(x, ok) -> bool:  # one value of each side
-        return isinstance(x, list) and len(x) == 2 and all(ok(v) for v in x)
-
-    return (plan_cache.strings(tp.get("notes")) and pair(tp.get("describe"), lambda v: isinstance(v, str))
-            and pair(tp.get("labels"), lambda v: isinstance(v, str))
-            and pair(tp.get("facts"), lambda v: v is None or isinstance(v, dict)) and isinstance(tp.get("measured"), str)
-            and plan_cache.strings(tp.get("exact")) and plan_cache.strings(tp.get("alike"))
-            and isinstance(tp.get("rtols"), list) and all(type(v) in (int, float) for v in tp["rtols"])
-            and isinstance(tp.get("raw"), dict) and all(isinstance(v, list) for v in tp["raw"].values())
-            and isinstance(tp.get("extras"), bool) and isinstance(tp.get("frozen"), dict))
-
-
-def _served(t: Ticket, skel: bytes, meta: dict, build):
+def _served(t: Ticket, got: Prepared, build):
     from onnxprobe.compare.diff import assembled, judged
     from onnxprobe.compare.frozen import thaw
     from onnxprobe.compare.fused import read
     from onnxprobe.compare.measure import Measured
-    from onnxprobe.runtime.random_inputs import draw
     from onnxprobe.stats.metrics import IntroducedError
 
-    if not isinstance(meta, dict) or not _fits(meta, t):
-        return None
+    meta, feeds = got.meta, got.feeds
     tp = meta["template"]
-    f = thaw(tp["frozen"])
+    f = thaw(tp["frozen"])  # while the session builds
     report, tolerances, rtols = f["report"], f["tolerances"], tp["rtols"]
     if not (isinstance(report, list) and isinstance(tolerances, list) and isinstance(rtols, list)
             and len(report) == len(tolerances) == len(rtols)):
@@ -221,12 +133,7 @@ def _served(t: Ticket, skel: bytes, meta: dict, build):
                            selected_b=f["selected_b"], selected_a=f["selected_a"], tolerance=f["tolerance"],
                            per_tensor=f["per_tensor"])
     raw = {int(k): v for k, v in tp["raw"].items()}
-    weights = direct.load_weights([(path, state[0], record, record["moves"])
-                                   for path, state, record in zip(t.paths, t.states, meta["files"])], meta["packed"])
-    if weights is None:
-        return None  # another file now: the normal path, whose entry replaces this one
-    feeds = draw([(n, d, tuple(s)) for n, d, s in meta["recipe"]], meta["seed"], tuple(meta["int_range"]))
-    got = direct.run_skeleton(skel, weights, t.config.opt_level, feeds, meta["outputs"])[0]
+    got = got.pending.run(feeds, meta["outputs"])[0]
     out = read(got, report, raw, 0, plan.rtol_of, plan.tolerance_of, plan.extras)
     if out.problems or set(out.sums) != set(range(len(report))):
         return None  # a pair handed back to the host (NaN / Inf, a maximum too near its threshold): the normal path

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
-from typing import Any, NamedTuple, Union
+from typing import NamedTuple, Union
 
 import numpy as np
 import onnx
@@ -32,17 +32,14 @@ from onnxprobe.runtime.feeds import model_inputs as _model_inputs
 from onnxprobe.text import clean, one_line, quote
 from onnxprobe.graph.select import Selection
 from onnxprobe.api.spec import INPUTS, PATH, input_spec, parse_int_range, protect_inputs, read_given, what_came  # noqa: F401 (re-exported)
-from onnxprobe.types import InputSpec, ProbeResult, Progress, RunConfig, check_bool
+from onnxprobe.types import InputSpec, ProbeResult, Progress, RunConfig, TorchLike, check_bool
 
 __all__ = ["check_shape", "feed_digest", "has_statistics", "input_spec", "GivenInputs", "given_inputs", "read_inputs", "named_by_position", "parse_int_range", "parse_size", "parse_dims", "parse_shape_overrides", "parse_input_files", "read_array",
            "read_npz", "read_map", "save_npz", "Feeds", "ModelInput", "model_inputs", "check_value", "load", "as_model", "proto_of",
-           "model_file", "as_inputs", "checked_feed", "as_names", "expect", "as_selection", "as_config", "as_max_memory", "as_progress", "Progress", "ModelLike", "as_raw",
+           "model_file", "as_inputs", "checked_feed", "as_names", "expect", "as_selection", "as_config", "as_max_memory", "as_progress", "Progress", "ModelLike", "TorchLike", "as_raw",
            "as_ray", "as_dataset", "protect_inputs", "as_result", "as_probe_result", "what_came"]
 
 ModelLike = Union[Model, str, os.PathLike, onnx.ModelProto]  # what every function that takes a model takes
-# what vs_torch and the torch functions take: a torch.nn.Module (Any: torch, an optional extra, is imported only
-# inside onnxprobe.torch's functions), a (module, example args) tuple or "FILE.py:FUNC"
-TorchLike = Union[Any, tuple, str, os.PathLike]
 
 
 def as_result(value, kind: type | tuple, what: str, name: str = "result"):

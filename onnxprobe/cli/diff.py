@@ -135,7 +135,6 @@ def diff(
         onnxprobe diff a.onnx b.onnx --inputs-dir calib/ --ray --ray-workers 4
     """
     from onnxprobe import api
-    from onnxprobe.api.diff_grad import one_tensor_once
     from onnxprobe.errors import UsageError
     from onnxprobe.report.diff import COLUMNS, JUDGED_COLUMNS, PROBLEM, PROFILE_COLUMNS, diff_dict, diff_renderables
     from onnxprobe.report.io import in_cli_words
@@ -152,6 +151,8 @@ def diff(
         raise UsageError("--sort introduced: gradients have no introduced error (--grad); sort by topo or accumulated")
     base, per, (per_atol, per_rtol) = api.tolerances_from_flags(metric, atol, rtol, min_sqnr, min_cosine)
     if grad:  # one tensor by its forward and its gradient name: the later would silently win
+        from onnxprobe.api.diff_grad import one_tensor_once
+
         for flag, given in (("--atol", per_atol), ("--rtol", per_rtol), ("--atol/--rtol", set(per_atol) | set(per_rtol))):
             one_tensor_once(sorted(given), flag)
     user_map = None

@@ -10,17 +10,24 @@ the matching, an observable of a pair and of an unmatched entry) is written once
 
 from __future__ import annotations
 
+import functools
+import importlib
 import math
 from dataclasses import fields, is_dataclass
 
-from onnxprobe.match.observe import Observable
-from onnxprobe.match.pairs import Matching, Pair, Unmatched
-from onnxprobe.stats.metrics import Tolerance
-
-CLASSES = {c.__name__: c for c in (Observable, Pair, Unmatched, Matching, Tolerance)}
-_FIELDS = {name: tuple(f.name for f in fields(c)) for name, c in CLASSES.items()}
+# the classes kept, by name, and the module of each: imported when one is met (a key of a request that holds a
+# Tolerance alone, ``api.diff_lean``, is made before onnx and the matching's modules are)
+CLASSES = {"Observable": "onnxprobe.match.observe", "Pair": "onnxprobe.match.pairs", "Unmatched": "onnxprobe.match.pairs",
+           "Matching": "onnxprobe.match.pairs", "Tolerance": "onnxprobe.stats.metrics"}
 _TAGS = ("~", "~t", "~s", "~m", "~f", "~r")
 _PLAIN = (str, int, bool, type(None))
+
+
+@functools.lru_cache(maxsize=None)
+def _kept(name: str) -> tuple[type, tuple[str, ...]]:
+    """The class kept as ``name`` (``CLASSES``) and its fields' names."""
+    c = getattr(importlib.import_module(CLASSES[name]), name)
+    return c, tuple(f.name for f in fields(c))
 
 
 def freeze(x) -> dict:
@@ -36,10 +43,11 @@ def freeze(x) -> dict:
             return x if math.isfinite(x) else {"~f": repr(x)}
         if is_dataclass(x) and not isinstance(x, type):
             name = type(x).__name__
-            if CLASSES.get(name) is not type(x):
+            # its own module first: a class of another module is refused without importing the one kept
+            if CLASSES.get(name) != type(x).__module__ or _kept(name)[0] is not type(x):
                 raise ValueError(f"{name} is not kept in the cache")
             if id(x) not in seen:
-                body = [walk(getattr(x, f)) for f in _FIELDS[name]]
+                body = [walk(getattr(x, f)) for f in _kept(name)[1]]
                 seen[id(x)] = len(objects)
                 keep.append(x)
                 objects.append([name, body])
@@ -93,8 +101,9 @@ def thaw(data: dict):
         return {k: walk(v) for k, v in x.items()}
 
     for entry in data["objects"]:  # each made from those before it (freeze writes an object after what it holds)
-        if type(entry) is not list or len(entry) != 2 or entry[0] not in CLASSES or type(entry[1]) is not list \
-                or len(entry[1]) != len(_FIELDS[entry[0]]):
+        if type(entry) is not list or len(entry) != 2 or type(entry[0]) is not str or entry[0] not in CLASSES \
+                or type(entry[1]) is not list or len(entry[1]) != len(_kept(entry[0])[1]):
             raise ValueError("not an entry's value")
-        made.append(CLASSES[entry[0]](**dict(zip(_FIELDS[entry[0]], (walk(v) for v in entry[1])))))
+        c, names = _kept(entry[0])
+        made.append(c(**dict(zip(names, (walk(v) for v in entry[1])))))
     return walk(data["value"])

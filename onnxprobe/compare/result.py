@@ -17,7 +17,7 @@ from onnxprobe.errors import UsageError, in_words, said, setting_error
 from onnxprobe.match.engine import OTHER_VALUES, Matching, Pair, Unmatched
 from onnxprobe.stats.metrics import IntroducedError, PairMetrics, Tolerance, mapped_not_compared
 from onnxprobe.text import as_word, some
-from onnxprobe.types import NO_NUMBERS, UNPAIRED, forward_name
+from onnxprobe.types import NO_NUMBERS, SORTS, UNPAIRED, forward_name
 
 
 @dataclass
@@ -228,7 +228,6 @@ def gradient_origin(res: "DiffResult") -> None:
     res.first_failure = None if differs else next((r for r in reversed(res.results) if r.passed is False), None)
 
 
-SORTS = ("topo", "introduced", "accumulated")
 
 
 def sort_results(results: list[PairResult], key: str) -> list[PairResult]:

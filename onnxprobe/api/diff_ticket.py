@@ -1,0 +1,139 @@
+"""A diff request as the plan cache keys it (``ticket``), and its entry made ready to serve (``prepare``): with
+numpy and onnxruntime alone, before onnx and the comparison code are imported (``api.diff_lean``).
+
+The key is the request as stated, as ``api.lean`` keys ``layers`` (both paths, as given and resolved; selection,
+criteria, map, input flags, device, opt level; ``plan_cache.key_of`` adds onnxprobe's version and code). ``prepare``
+reads and checks the entry, copies both files' weights out (each file checked against its record) and starts the
+merged graph's session (``runtime.direct.Pending``); ``api.diff_direct`` serves from it.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import numpy as np
+
+from onnxprobe.api.lean import servable
+from onnxprobe.runtime import direct, plan_cache
+from onnxprobe.types import InputSpec, RunConfig
+
+ENTRY = 1  # the layout of an entry's metadata (``_template``): another one is a miss
+
+
+class Ticket:
+    """A request that may be served: both files' paths and states when it came, the index key, the run's settings
+    and its inputs' spec (the seed the entry records)."""
+
+    def __init__(self, paths: list[str], states: list[tuple], key: str, config: RunConfig, spec: InputSpec):
+        self.paths, self.states, self.key, self.config, self.spec = paths, states, key, config, spec
+
+
+def ticket(a, b, *, others: bool, runtime: str, runtime_options, selection, config, inputs, tolerance, per_tensor,
+           user_map, introduced: bool, max_memory, extras: bool) -> Ticket | None:
+    """The request, when one this mode may serve (the module's docstring); None for anything else. ``others``:
+    whether any other reference, --profile, --separate-runs or --fp32-sensitivity was asked for."""
+    from onnxprobe.compare.frozen import freeze
+
+    if others or b is None or runtime != "ort" or runtime_options or max_memory is not None or type(extras) is not bool:
+        return None
+    if not all(isinstance(m, (str, os.PathLike)) for m in (a, b)):
+        return None
+    settings = servable(config, inputs, selection)
+    if settings is None:
+        return None
+    config, inputs, selection = settings
+    from onnxprobe.runtime.ort_options import ort_module
+
+    paths, states = [], []
+    for m in (a, b):
+        path = os.fspath(m)
+        try:
+            st = os.stat(path)
+            real = os.path.realpath(path)
+        except (OSError, ValueError, TypeError):
+            return None
+        if not isinstance(path, str) or not stat.S_ISREG(st.st_mode) or st.st_size > direct.MAX_FILE:
+            return None
+        paths.append((path, real))
+        states.append(direct.file_state(st))
+    try:
+        request = {"command": "diff", "models": paths, "device": config.device, "opt_level": config.opt_level,
+                   "io_binding": config.io_binding,
+                   "selection": [list(selection.ops), list(selection.names), selection.all, selection.range,
+                                 selection.include_constants],
+                   "seed": inputs.seed, "int_range": list(inputs.int_range),
+                   "shapes": sorted([k, list(v)] for k, v in inputs.shapes.items()), "extras": extras,
+                   "introduced": bool(introduced), "tolerance": freeze(tolerance), "per_tensor": freeze(per_tensor),
+                   "map": freeze(user_map), "entry": ENTRY,
+                   "onnxruntime": ort_module().__version__, "numpy": np.__version__}
+        key = plan_cache.key_of({"direct": 2, "request": request})
+    except (ValueError, TypeError):  # a criterion or map the normal path takes and the key cannot say
+        return None
+    return Ticket([p for p, _ in paths], states, key, config, inputs)
+
+
+
+class Prepared:
+    """An entry ready to serve ``key``: its skeleton's session building (``runtime.direct.Pending``), its metadata
+    (checked: ``_fits``), and the inputs drawn from its recipe."""
+
+    def __init__(self, key: str, meta: dict, feeds: dict, pending: direct.Pending):
+        self.key, self.meta, self.feeds, self.pending = key, meta, feeds, pending
+
+    def close(self) -> None:
+        self.pending.close()
+
+
+def prepare(t: Ticket) -> Prepared | None:
+    """The entry of ``t`` read and checked, both files' weights copied out (each checked against its record) and
+    its session started; None on a miss, a damaged entry or a file of other bytes than the entry's."""
+    from onnxprobe.runtime.random_inputs import draw
+
+    got = plan_cache.read_entry(t.key)
+    if got is None:
+        return None
+    skel, meta = got
+    try:
+        if not isinstance(meta, dict) or not _fits(meta, t):
+            return None
+        weights = direct.load_weights([(path, state[0], record, record["moves"])
+                                       for path, state, record in zip(t.paths, t.states, meta["files"])], meta["packed"])
+        if weights is None:
+            return None  # another file now: the normal path, whose entry replaces this one
+        feeds = draw([(n, d, tuple(s)) for n, d, s in meta["recipe"]], meta["seed"], tuple(meta["int_range"]))
+    except KeyboardInterrupt:
+        raise
+    except Exception:  # noqa: BLE001 - the normal path runs, and says what fails in its words
+        return None
+    return Prepared(t.key, meta, feeds, direct.start_skeleton(skel, weights, t.config.opt_level))
+
+
+def _fits(meta: dict, t: Ticket) -> bool:
+    files = meta.get("files")
+    return (meta.get("entry") == ENTRY and plan_cache.strings(meta.get("outputs")) and isinstance(meta.get("packed"), int)
+            and isinstance(meta.get("template"), dict) and isinstance(meta.get("seed"), int)
+            and isinstance(meta.get("int_range"), list) and len(meta["int_range"]) == 2
+            and all(isinstance(v, int) for v in meta["int_range"]) and isinstance(meta.get("recipe"), list)
+            and all(isinstance(r, list) and len(r) == 3 and isinstance(r[0], str) and isinstance(r[1], str)
+                    and isinstance(r[2], list) and all(isinstance(d, int) and d >= 0 for d in r[2]) for r in meta["recipe"])
+            and isinstance(files, list) and len(files) == 2
+            and all(isinstance(f, dict) and f.get("size") == s[0] and isinstance(f.get("digest"), str)
+                    and direct.moves_fit(f.get("moves"), s[0], meta["packed"]) for f, s in zip(files, t.states))
+            and _template_fits(meta["template"]))
+
+
+def _template_fits(tp: dict) -> bool:
+    """Whether the plain fields of an entry's template are of the types ``_remember`` writes (as
+    ``runtime.direct._meta_fits`` checks its entries'): an entry whose digest holds but whose notes are not
+    strings, say, is a miss, not an internal error in the report."""
+    def pair(x, ok) -> bool:  # one value of each side
+        return isinstance(x, list) and len(x) == 2 and all(ok(v) for v in x)
+
+    return (plan_cache.strings(tp.get("notes")) and pair(tp.get("describe"), lambda v: isinstance(v, str))
+            and pair(tp.get("labels"), lambda v: isinstance(v, str))
+            and pair(tp.get("facts"), lambda v: v is None or isinstance(v, dict)) and isinstance(tp.get("measured"), str)
+            and plan_cache.strings(tp.get("exact")) and plan_cache.strings(tp.get("alike"))
+            and isinstance(tp.get("rtols"), list) and all(type(v) in (int, float) for v in tp["rtols"])
+            and isinstance(tp.get("raw"), dict) and all(isinstance(v, list) for v in tp["raw"].values())
+            and isinstance(tp.get("extras"), bool) and isinstance(tp.get("frozen"), dict))
