@@ -212,3 +212,32 @@ def test_a_skeleton_is_handed_to_onnxruntime_without_a_copy_and_stays_one(monkey
     np.testing.assert_allclose(out["y"], x.astype(np.float64) @ w.astype(np.float64), rtol=1e-4, atol=1e-4)
     s2 = create_session(skel, weights=sk.stub_weights(skel, model))  # the same skeleton serves again
     np.testing.assert_allclose(run_bound(s2, {"x": x}, ["y"])[0]["y"], out["y"])
+
+
+def test_a_served_session_is_parked_with_the_weights_it_reads():
+    """runtime.direct.Pending (the served layers and diff): the session is parked once run (freeing it takes a sixth
+    of its build), together with the weights buffer onnxruntime reads in place; one never run is parked when let go;
+    with parking off (the API) nothing keeps either."""
+    from onnxprobe import memory
+    from onnxprobe.runtime import direct
+
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    tiny = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    tiny.ir_version = 8
+    x = np.array([-1.0, 2.0], np.float32)
+    weights = np.zeros(0, np.uint8)
+    try:
+        memory.park_when_done()
+        out = direct.start_skeleton(tiny.SerializeToString(), weights, "off").run({"x": x}, ["y"])[0]
+        assert np.array_equal(out["y"], np.maximum(x, 0))  # numpy's own Relu
+        (parked,) = memory._parked
+        assert type(parked[0]).__name__ == "InferenceSession" and parked[1] is weights
+        unused = direct.start_skeleton(tiny.SerializeToString(), weights, "off")
+        unused.close()
+        assert memory._parked[0][0] is not parked[0] and type(memory._parked[0][0]).__name__ == "InferenceSession"
+    finally:
+        memory.park_when_done(False)
+    assert not memory._parked
+    direct.start_skeleton(tiny.SerializeToString(), weights, "off").run({"x": x}, ["y"])
+    assert not memory._parked
