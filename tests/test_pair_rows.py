@@ -157,3 +157,53 @@ def test_row_without_extras_sums_bit_for_bit_the_full_rows(case, light):
     d = a64 - b64
     np.testing.assert_allclose(full, [d @ d, b64 @ b64, a64 @ a64, np.abs(d).sum()], rtol=1e-9)
     assert lean == full[:3], (lean, full)  # Σd², Σb², Σa²: the full row's bits
+
+
+@pytest.mark.parametrize("case", ["3 rows past BLOCK_MAX", "5 rows of 20000", "symbolic"])
+def test_a_pair_and_its_introduced_error_share_one_sums_tail(case):
+    """pair_row(..., intro=(c, base)): the pair's row and its introduced error's (a against c, B's node recomputed)
+    sum in one tail (one Concat, Cast, Reshape and ReduceSum: four nodes fewer than two rows), in tail_order's
+    order: every sum against numpy float64; without extras, the full rows' bits; the reader (compare.fused._rows)
+    gives each row its own sums, the introduced error Σa² from the pair's."""
+    from onnxprobe.compare.fused import ROW_PREFIX, _rows
+    from onnxprobe.graph.pair_nodes import PairBuilder, tail_order
+
+    declared = WIDE[case]
+    shape = tuple(17000 if d == "n" else d for d in declared)
+    rng = np.random.default_rng(1)
+    b = np.asarray(rng.standard_normal(shape) * 3, np.float32)
+    a = np.asarray(b * np.float32(1.001) + np.float32(0.01), np.float32)
+    c = np.asarray(a + np.float32(1e-3) * rng.standard_normal(shape).astype(np.float32), np.float32)
+    got, counts = {}, {}
+    for extras in (True, False):
+        g = helper.make_graph([], "g", [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(declared)) for n in "abc"], [])
+        pb = PairBuilder(g, 17, {"a", "b", "c"})
+        outs = pb.pair_row("a", "b", declared, 1e-3, "p", extras=extras, sizes=shape, intro=("c", "i"))
+        assert len(outs) == 5 and (outs[1] is None) == (outs[4] is None) == (not extras)
+        counts[extras] = sum(1 for n in g.node if n.op_type == "Concat" and n.name.endswith(".parts"))
+        names = dict(zip(["max", "arg", "sum", "i.max", "i.arg"], outs))
+        g.output.extend([onnx.ValueInfoProto(name=o) for o in outs if o is not None])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+        sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+        vals = dict(zip([k for k, o in names.items() if o is not None], sess.run([o for o in outs if o is not None], {"a": a, "b": b, "c": c})))
+        got[extras] = vals
+    assert counts == {True: 1, False: 1}  # one tail for both rows
+    a64, b64, c64 = (v.astype(np.float64).ravel() for v in (a, b, c))
+    d, di = a64 - b64, a64 - c64
+    want = {("", "dd"): d @ d, ("", "bb"): b64 @ b64, ("", "aa"): a64 @ a64, ("i", "dd"): di @ di, ("i", "bb"): c64 @ c64,
+            ("", "sum_abs"): np.abs(d).sum(), ("i", "sum_abs"): np.abs(di).sum()}
+    full, lean = np.ravel(got[True]["sum"]).tolist(), np.ravel(got[False]["sum"]).tolist()
+    np.testing.assert_allclose(full, [want[k] for k in tail_order(True, True, True)], rtol=1e-9)
+    assert lean == full[:5], (lean, full)  # the squares: the full rows' bits
+    for extras in (True, False):  # the reader splits the tail back into the two rows
+        v = got[extras]
+        outputs = {f"{ROW_PREFIX}0.max": v["max"], f"{ROW_PREFIX}0.sum": v["sum"], f"{ROW_PREFIX}0i.max": v["i.max"]}
+        if extras:
+            outputs.update({f"{ROW_PREFIX}0.arg": v["arg"], f"{ROW_PREFIX}0i.arg": v["i.arg"]})
+        r, ri = _rows(outputs, f"{ROW_PREFIX}0", extras=extras)
+        assert ri["aa"] == r["aa"] and ri["max_abs"] == pytest.approx(np.abs(di).max(), rel=1e-7)
+        for row, w in (("", r), ("i", ri)):
+            for s in ("dd", "bb") + (("sum_abs",) if extras else ()):
+                assert w[s] == pytest.approx(want[(row, s)], rel=1e-9), (row, s)
+        if extras:
+            assert ri["argmax"] == int(np.argmax(np.abs(np.float32(a) - np.float32(c)).ravel()))

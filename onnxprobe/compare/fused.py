@@ -29,7 +29,7 @@ from onnxprobe.graph.builder import all_names, default_opset, interleave, rename
 from onnxprobe.graph.dims_apart import keep_apart_in_place
 from onnxprobe.graph.merge import PREFIX as PREFIX_B
 from onnxprobe.graph.merge import PREFIX_A, NotMergeable, cone_prefix, side_by_side
-from onnxprobe.graph.pair_nodes import MAXIMA, SUMS, PairBuilder
+from onnxprobe.graph.pair_nodes import MAXIMA, SUMS, PairBuilder, tail_order
 from onnxprobe.graph.shapes import concrete_sizes, infer_shapes, shapes_with_folded, static_shape, value_types
 from onnxprobe.graph.skeleton import large_constants, large_initializers, skeleton, stubs
 from onnxprobe.graph.stale_shapes import stale_note, stale_shapes, without_shapes
@@ -138,15 +138,17 @@ def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, 
             if scales.get(n.input[1]) == TensorProto.FLOAT:
                 types[n.output[0]] = onnx.helper.make_tensor_type_proto(TensorProto.FLOAT, None)
 
-    def row(x: str, y: str, shape, rtol: float, base: str, name: str, light: bool = False, full: bool = True) -> list[str]:
-        """The pair's three outputs (``PairBuilder.pair_row``), named ``name``.max / .arg / .sum."""
+    def row(x: str, y: str, shape, rtol: float, base: str, name: str, full: bool = True, intro: str | None = None) -> list[str]:
+        """The pair's three outputs (``PairBuilder.pair_row``), named ``name``.max / .arg / .sum, and with ``intro``
+        (B's node recomputed, its introduced error) that row's maxima and argmax, ``name``i.max / i.arg."""
         if not (_float32(types.get(x)) and _float32(types.get(y))) or shape is None:
             return []
         # for these input shapes (folded ones too: a wrong one costs precision, never the run): the sums' length
         dims = concrete.get(x) or concrete.get(y) or folded.get(x) or folded.get(y)
-        return [_named(g, t, f"{name}.{tag}") for t, tag in
-                zip(pb.pair_row(x, y, tuple(shape), rtol, base, light, tuple(dims) if dims else None, full),
-                                   ("max", "arg", "sum")) if t is not None]
+        got = pb.pair_row(x, y, tuple(shape), rtol, base, False, tuple(dims) if dims else None, full,
+                          None if intro is None else (intro, base.replace(".pair", ".intro", 1)))
+        tags = ("max", "arg", "sum", "i.max", "i.arg")
+        return [_named(g, t, f"{name}{'' if tag.startswith('i.') else '.'}{tag}") for t, tag in zip(got, tags) if t is not None]
 
     def planned(k: int) -> tuple:
         p = report[k]
@@ -176,18 +178,18 @@ def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, 
             outputs += [t for t in raw[k] if t not in listed]
             listed.update(raw[k])
             continue
-        r = row(x, y, shape, rtol_of(p), f"onnxprobe.pair{k}", f"{ROW_PREFIX}{k}", full=extras)
-        if not r:  # not float32, no static rank: measured on the host
+        if not rowable:  # not float32, no static rank: measured on the host
             continue
-        outputs += r + [_named(g, pb.node("Shape", [x], f"onnxprobe.pair{k}.shape_a"), f"{SHAPE_PREFIX}{k}a"),
-                        _named(g, pb.node("Shape", [y], f"onnxprobe.pair{k}.shape_b"), f"{SHAPE_PREFIX}{k}b")]
+        c = None  # B's node recomputed on A's inputs: its introduced error, whose row shares the pair's sums
         if introduced and p.b.kind == "float":
             c = _cone_output(g, pb, y, k, known, producer, inits, order, types)
             if c is not None:
                 types[c] = types.get(y)  # B's node recomputed: the type of B's tensor
-                ri = row(x, c, shape, rtol_of(p), f"onnxprobe.intro{k}", f"{ROW_PREFIX}{k}i", light=True, full=extras)
-                if ri:
-                    outputs += ri + [_named(g, pb.node("Shape", [c], f"onnxprobe.intro{k}.shape"), f"{SHAPE_PREFIX}{k}i")]
+        r = row(x, y, shape, rtol_of(p), f"onnxprobe.pair{k}", f"{ROW_PREFIX}{k}", full=extras, intro=c)
+        outputs += r + [_named(g, pb.node("Shape", [x], f"onnxprobe.pair{k}.shape_a"), f"{SHAPE_PREFIX}{k}a"),
+                        _named(g, pb.node("Shape", [y], f"onnxprobe.pair{k}.shape_b"), f"{SHAPE_PREFIX}{k}b")]
+        if c is not None:
+            outputs.append(_named(g, pb.node("Shape", [c], f"onnxprobe.intro{k}.shape"), f"{SHAPE_PREFIX}{k}i"))
     if not outputs:
         return FusedGraph(None, [], aname, bname, notes=notes, extras=extras)
     interleave(g, original)
@@ -393,9 +395,10 @@ def _cone_output(g, pb: PairBuilder, target: str, k: int, known: dict[str, str],
 
 def _read(got: dict, report: list[Pair], sample: int, out: Fused, tolerance_of=None, extras: bool = True) -> None:
     for k in range(len(report)):
-        r = _row(got, f"{ROW_PREFIX}{k}", extras=extras)
-        if r is None:
+        rows = _rows(got, f"{ROW_PREFIX}{k}", extras=extras)
+        if rows is None:
             continue
+        r, ri = rows
         sa, sb = (tuple(int(d) for d in got[f"{SHAPE_PREFIX}{k}{s}"]) for s in "ab")
         if sa != sb:
             out.problems[k] = (list(sa), list(sb))
@@ -407,32 +410,41 @@ def _read(got: dict, report: list[Pair], sample: int, out: Fused, tolerance_of=N
         if near is not None and near(r["max_abs"], r["b_absmax"], r["excess"], r["max_rel"]):
             continue  # the host's float64 excess or quotient decides the verdict
         out.sums[k] = m
-        ri = _row(got, f"{ROW_PREFIX}{k}i", aa=r["aa"], light=True, extras=extras)  # Σa²: summed by the pair's row
         if ri is not None and tuple(int(d) for d in got[f"{SHAPE_PREFIX}{k}i"]) == sa:
             mi = _sums(ri, sa, sample, light=True)
             if mi is not None:
                 out.introduced[k] = mi
 
 
-def _row(got: dict, name: str, aa: float | None = None, light: bool = False, extras: bool = True) -> dict | None:
-    """A pair's three outputs (``PairBuilder.pair_row``) as {PAIR_ROW name: value}; ``aa``: Σa² when
-    the row left it to an earlier one; ``light``: an introduced error's row (max |d| its only maximum,
-    the others left at 0: ``PairSums.one`` ignores them); ``extras`` False: a row without the max
-    relative error, Σ|d| nor argmax (``EXTRAS``), read as 0 and -1 (``compare.diff.finish`` reports them as None);
-    None for outputs of another layout than these."""
+def _rows(got: dict, name: str, extras: bool = True) -> tuple[dict, dict | None] | None:
+    """A pair's row (``PairBuilder.pair_row``) as {PAIR_ROW name: value}, and its introduced error's where the graph
+    has one (its maxima ``name``i.max; Σa² the pair's; max |d| its only maximum, the others left at 0:
+    ``PairSums.one`` ignores them), or None; ``extras`` False: rows without the max relative error, Σ|d| nor argmax
+    (``EXTRAS``), read as 0 and -1 (``compare.diff.finish`` reports them as None). None for outputs of another
+    layout than these."""
     if f"{name}.max" not in got:
         return None
+    intro = f"{name}i.max" in got
     sums = np.asarray(got[f"{name}.sum"], np.float64).reshape(-1).tolist()
+    order = tail_order(True, intro, extras)
     maxima = np.asarray(got[f"{name}.max"], np.float64).reshape(-1).tolist()
-    if not extras and not light:  # max_rel is a pair's last maximum
+    if not extras:  # max_rel is a pair's last maximum
         maxima = maxima + [0.0]
-    # Σd², Σb², Σa² where the row summed it, Σ|d| with extras (``PairBuilder.pair_row``'s order)
-    if len(sums) != 2 + (aa is None) + extras or len(maxima) != (1 if light else len(MAXIMA)):
+    if len(sums) != len(order) or len(maxima) != len(MAXIMA):
         return None
-    v = dict(zip(MAXIMA, maxima + [0.0] * (len(MAXIMA) - 1) if light else maxima))
-    v.update(zip(SUMS, [*sums[:2], sums[2] if aa is None else aa, sums[-1] if extras else 0.0]))
+    at = dict(zip(order, sums))
+    v = dict(zip(MAXIMA, maxima))
+    v.update({s: at.get(("", s), 0.0) for s in SUMS})
     v["argmax"] = int(np.asarray(got[f"{name}.arg"]).reshape(-1)[0]) if extras else -1
-    return v
+    if not intro:
+        return v, None
+    imaxima = np.asarray(got[f"{name}i.max"], np.float64).reshape(-1).tolist()
+    if len(imaxima) != 1:
+        return None
+    vi = dict(zip(MAXIMA, imaxima + [0.0] * (len(MAXIMA) - 1)))
+    vi.update({s: v["aa"] if s == "aa" else at.get(("i", s), 0.0) for s in SUMS})
+    vi["argmax"] = int(np.asarray(got[f"{name}i.arg"]).reshape(-1)[0]) if extras else -1
+    return v, vi
 
 
 def _sums(v: dict, shape: tuple[int, ...], sample: int, light: bool = False) -> PairSums | None:

@@ -40,17 +40,36 @@ class PairBuilder(StatsBuilder):
         self._summed: set[str] = set()  # tensors whose Σa² an earlier row summed
 
     def pair_row(self, a: str, b: str, shape: tuple, rtol: float, base: str, light: bool = False,
-                 sizes: tuple | None = None, extras: bool = True) -> tuple[str, str | None, str]:
+                 sizes: tuple | None = None, extras: bool = True, intro: tuple[str, str] | None = None) -> tuple:
         """The pair (a, b), float32 tensors of the static rank of ``shape``, reduced to three outputs:
         the maxima (``MAXIMA``, float32 [4]), the flat argmax of |a - b| (int64 [1]) and the float64
-        sums (``SUMS``; without Σa² when an earlier row of the same ``a`` summed it: the layer's tensor,
-        compared with B's and then with B's node recomputed on A's inputs; the reader takes it from that
-        row). Three outputs instead of one row: no Reshape and Cast nodes to assemble it. ``rtol`` 0: no
+        sums (``SUMS``; without Σa² when an earlier row of the same ``a`` summed it: the reader takes it from
+        that row). Three outputs instead of one row: no Reshape and Cast nodes to assemble it. ``rtol`` 0: no
         allclose excess (it is max |d|). ``light``: an introduced error's row, whose maxima output is
         max |d| alone (the module doc): eight passes over the tensor fewer. ``sizes``: the concrete shape
         for the input shapes the graph is built for, where ``shape`` has symbolic dims: it tells the
         partial sums' length (float32 up to BLOCK_MAX elements, else float64), never their axes. ``extras``
-        False: no max relative error, Σ|d| nor argmax (``EXTRAS``, the module doc): the second output is None."""
+        False: no max relative error, Σ|d| nor argmax (``EXTRAS``, the module doc): the second output is None.
+
+        ``intro`` (c, its base): also the light row of (a, c), c being B's node recomputed on A's inputs (its
+        introduced error), whose sums join this row's in one tail (one Concat, Cast, Reshape and ReduceSum for
+        both: four nodes per pair fewer, a tenth of PP-OCRv4 det's merged graph): five outputs, this row's three
+        and c's maxima and argmax, the sums in the order ``tail_order`` says."""
+        maxima, argmax, terms, axes, row = self._head(a, b, shape, rtol, base, light, sizes, extras)
+        if intro is None:
+            return maxima, argmax, self._sums(terms, base, axes, row)
+        c, ibase = intro
+        imaxima, iargmax, iterms, _, _ = self._head(a, c, shape, rtol, ibase, True, sizes, extras)
+        # each row's squares first, then each row's Σ|d|: a row without extras sums the squares in the rows a full
+        # one sums them in, to the same bits (onnxruntime's float64 ReduceSum along a row of odd length rounds by
+        # where the row starts in its buffer: the comment on Σ|d| in _head)
+        sq = [t for t in terms if t[2] != "sum_abs"] + [(op, x, f"i_{tag}") for op, x, tag in iterms if tag != "sum_abs"]
+        ab = [t for t in terms if t[2] == "sum_abs"] + [(op, x, f"i_{tag}") for op, x, tag in iterms if tag == "sum_abs"]
+        return maxima, argmax, self._sums(sq + ab, base, axes, row), imaxima, iargmax
+
+    def _head(self, a: str, b: str, shape: tuple, rtol: float, base: str, light: bool, sizes: tuple | None,
+              extras: bool) -> tuple:
+        """A row's maxima and argmax, and the terms its sums take (``_sums``), their axes and row length."""
         flat = lambda: self.const(np.array([-1], np.int64))  # noqa: E731  (made once, where a row reshapes)
         key = a
         if not shape:  # scalars: as [1]
@@ -87,16 +106,23 @@ class PairBuilder(StatsBuilder):
         # with Σ|d| first, a light diff's SQNR and cosine were not the full diff's in the last bits, QA)
         if extras:
             terms.append(("ReduceSum", ad, "sum_abs"))
-        sums = self._sums(terms, base, axes, row)
         if light:
-            return max_abs, argmax, sums
+            return max_abs, argmax, terms, axes, row
         absb = self.node("Abs", [self.node("Reshape", [b, flat()], f"{base}.b_flat") if flats else b], f"{base}.absb")
         b_absmax = self.red("ReduceMax", absb, f"{base}.b_absmax", keepdims=1)
         excess = (self.red("ReduceMax", self.node("Sub", [ad_flat, self.node("Mul", [absb, self.f32(rtol)], f"{base}.rtol_b")],
                                                   f"{base}.excess_el"), f"{base}.excess", keepdims=1) if rtol else max_abs)
         if not extras:
-            return self.node("Concat", [max_abs, b_absmax, excess], f"{base}.maxima", axis=0), argmax, sums
+            return self.node("Concat", [max_abs, b_absmax, excess], f"{base}.maxima", axis=0), argmax, terms, axes, row
         rel = self.node("Div", [ad_flat, self.node("Max", [absb, self.f32(REL_TINY)], f"{base}.absb_tiny")], f"{base}.rel")
         max_rel = self.red("ReduceMax", rel, f"{base}.max_rel", keepdims=1)
         maxima = self.node("Concat", [max_abs, b_absmax, excess, max_rel], f"{base}.maxima", axis=0)
-        return maxima, argmax, sums
+        return maxima, argmax, terms, axes, row
+
+
+def tail_order(aa: bool, intro: bool, extras: bool) -> list[tuple[str, str]]:
+    """The order of a row's sums (``PairBuilder.pair_row``): (row, ``SUMS`` name) each, row "" the pair's and "i"
+    its introduced error's; ``aa``: the pair's row summed Σa² (the introduced error's never does: it is the
+    pair's)."""
+    sq = [("", "dd"), ("", "bb"), *([("", "aa")] if aa else []), *([("i", "dd"), ("i", "bb")] if intro else [])]
+    return sq + ([("", "sum_abs"), *([("i", "sum_abs")] if intro else [])] if extras else [])
