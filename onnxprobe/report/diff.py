@@ -58,7 +58,7 @@ def diff_dict(res, order=None) -> dict:
         "schema_version": 2, "onnxprobe_version": __version__,
         "a": res.a.describe(), "b": res.b.describe(), "measured": res.measured,
         # what each side is, machine-readable (as layers' model, runtime, device, opt_level, providers)
-        "sides": {"a": _facts(res.a), "b": _facts(res.b)},
+        "sides": {"a": res.a.facts(), "b": res.b.facts()},  # a served diff's sides keep the first run's (api.diff_direct)
         "criterion": res.criterion,
         # the criteria of named tensors (--atol NAME:VALUE, api per_tensor=), each judging that tensor instead
         "per_tensor": {n: t.to_dict() for n, t in sorted((getattr(res, "per_tensor", None) or {}).items())},
@@ -86,14 +86,6 @@ def diff_dict(res, order=None) -> dict:
         "fp32_sensitivity": [x.to_dict() for x in res.sensitivity],
         **({"grad": {k: json_word(v) for k, v in res.grad.items()}} if getattr(res, "grad", None) else {}),
     }
-
-
-def _facts(side) -> dict | None:
-    facts = getattr(side, "facts", None)  # a Side's (a served diff's keeps the first run's: api.diff_direct)
-    if callable(facts):
-        return facts()
-    runner = getattr(side, "runner", None)
-    return runner.facts() if runner is not None else None
 
 
 def beyond_rows(d: dict) -> list[str]:
