@@ -429,3 +429,89 @@ def test_a_session_that_fails_to_build_raises_where_it_is_run():
     assert not isinstance(got.value, (KeyboardInterrupt, SystemExit))
     pending.close()
     pending.close()
+
+
+def test_a_prepared_session_is_let_go_when_the_normal_path_fails_to_import(tmp_path, cache, monkeypatch):
+    """api.diff_lean starts the session, then imports the normal path (onnx, the comparison code: the 0.15-0.2 s a
+    Ctrl-C most likely lands in): what ends that import (a KeyboardInterrupt, an ImportError) lets the session go.
+    Left building, the command line's process ended by the interpreter's shutdown, which a second Ctrl-C broke
+    with onnxruntime still building: 'terminate called without an active exception', exit code 134 or 139."""
+    import sys
+    import threading
+
+    from onnxprobe.api import diff_lean
+    from onnxprobe.runtime import direct
+
+    a, b = str(sample_path("mlp")), _perturbed("mlp", tmp_path)
+    _diff(a, b)
+    opened, closed = [], []
+    orig_init, orig_close = direct.Pending.__init__, direct.Pending.close
+
+    def init(self, *x, **y):
+        opened.append(self)
+        orig_init(self, *x, **y)
+
+    def close(self):
+        closed.append(self)
+        orig_close(self)
+
+    monkeypatch.setattr(direct.Pending, "__init__", init)
+    monkeypatch.setattr(direct.Pending, "close", close)
+    monkeypatch.setitem(sys.modules, "onnxprobe.api.diff", None)  # its import fails
+    with pytest.raises(ImportError):
+        diff_lean.diff(a, b, selection=api.Selection(all=True), config=api.RunConfig(device="cpu"))
+    assert opened and set(map(id, opened)) <= set(map(id, closed))
+    assert not [t for t in threading.enumerate() if t.name == "onnxprobe-session" and t.is_alive()]
+
+
+def test_closing_a_pending_session_outlasts_a_second_ctrl_c(monkeypatch):
+    """runtime.direct.Pending.close waits for the build through another Ctrl-C (then raises it): a thread left
+    building outlives the command into the interpreter's shutdown (the test above)."""
+    from onnxprobe.runtime import direct
+
+    pending = direct.start_skeleton(b"not a model", np.zeros(0, np.uint8), "off")
+    orig, calls = direct.Pending._wait, []
+
+    def wait(self):
+        calls.append(1)
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+        orig(self)
+
+    monkeypatch.setattr(direct.Pending, "_wait", wait)
+    with pytest.raises(KeyboardInterrupt):
+        pending.close()
+    assert pending._done.is_set() and not pending._thread.is_alive()
+
+
+def test_a_ctrl_c_while_onnxruntime_is_first_imported_is_a_ctrl_c(tmp_path, monkeypatch):
+    """onnxruntime's extension turns a KeyboardInterrupt raised while it initialises into ImportError('import numpy
+    failed'): api.diff_lean took that for a request it cannot prepare and went on, importing onnxruntime again, and
+    the Ctrl-C was lost (the whole report, exit code 1). runtime.ort_options.ort_module holds a Ctrl-C back until
+    the import is done, then raises it. (A stand-in module that does what onnxruntime's extension does.)"""
+    import signal
+    import sys
+
+    from onnxprobe.runtime import ort_options
+
+    fake = tmp_path / "fake" / "onnxruntime"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text(
+        "import signal, time\n"
+        "try:\n"
+        "    signal.raise_signal(signal.SIGINT)\n"
+        "    for _ in range(1000):\n"
+        "        time.sleep(0)\n"
+        "except KeyboardInterrupt:\n"
+        "    raise ImportError('import numpy failed') from None\n"
+        "__version__ = 'fake'\n"
+        "def set_default_logger_severity(level):\n"
+        "    pass\n")
+    monkeypatch.syspath_prepend(str(fake.parent))
+    for name in [n for n in sys.modules if n == "onnxruntime" or n.startswith("onnxruntime.")]:
+        monkeypatch.delitem(sys.modules, name)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    with pytest.raises(KeyboardInterrupt):
+        ort_options.ort_module()
+    assert sys.modules["onnxruntime"].__version__ == "fake"  # imported whole, then the Ctrl-C
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

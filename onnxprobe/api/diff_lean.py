@@ -16,6 +16,7 @@ import os
 
 from onnxprobe.api import hints  # annotations only (hints.DiffResult: typing.get_type_hints imports it when asked)
 from onnxprobe.api.diff_ticket import prepare, ticket
+from onnxprobe.runtime.interrupt import held_back
 from onnxprobe.stats.metrics import Tolerance
 from onnxprobe.types import InputSpec, Model, Progress, RunConfig, Selection, TorchLike
 
@@ -83,9 +84,13 @@ def diff(
             raise
         except Exception:  # noqa: BLE001 - an argument the normal path refuses, in its words
             early = None
-    from onnxprobe.api.diff import diff as normal
-
     try:
+        # inside the try: what ends the import of onnx and the comparison code lets the prepared session go (left
+        # building, the interpreter's shutdown ran with it: a second Ctrl-C, an abort); a Ctrl-C held back till the
+        # import is done (onnx's extension, interrupted while it initialises, ends the process: runtime.interrupt)
+        with held_back():
+            from onnxprobe.api.diff import diff as normal
+
         return normal(a, b, vs_device=vs_device, vs_opt_level=vs_opt_level, vs_reference=vs_reference, vs_npz=vs_npz,
                       vs_torch=vs_torch, runtime=runtime, vs_runtime=vs_runtime, runtime_options=runtime_options,
                       selection=selection, config=config, inputs=inputs, tolerance=tolerance, per_tensor=per_tensor,

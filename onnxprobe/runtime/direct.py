@@ -321,12 +321,23 @@ class Pending:
             del sess
 
     def close(self) -> None:
-        """The session waited for and let go (parked, as ``run`` does), unless ``run`` took it."""
-        self._wait()
+        """The session waited for and let go (parked, as ``run`` does), unless ``run`` took it. A Ctrl-C meanwhile
+        (another one: the first brought the caller here) is raised once the build is done, never before: a thread
+        left building would outlive the command into the interpreter's shutdown, which onnxruntime does not
+        survive (a second Ctrl-C there: 'terminate called without an active exception', exit code 134)."""
+        interrupted = None
+        while True:
+            try:
+                self._wait()
+                break
+            except KeyboardInterrupt as e:
+                interrupted = e
         sess = self._box.pop("session", None)
         if sess is not None:
             done_with((sess, self._weights))
         self._box.clear()
+        if interrupted is not None:
+            raise interrupted
 
 
 def _run(ort, sess, feeds: dict, names: list[str]) -> tuple[dict, float]:

@@ -16,6 +16,7 @@ Never prints.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import threading
 import time
@@ -23,6 +24,30 @@ from typing import Any, Callable
 
 
 POLL_S = 0.05
+
+
+@contextlib.contextmanager
+def held_back():
+    """A Ctrl-C in the block is raised when it ends (the main thread's handler, called then), not in it: for imports of C
+    extensions, which a KeyboardInterrupt raised while they initialise breaks. onnxruntime's turns it into
+    ImportError('import numpy failed'), a caller that goes on without what failed then importing it again and the
+    Ctrl-C lost; onnx's (nanobind) ends the process ('terminate called after throwing an instance of
+    nanobind::python_error', exit code 134, or a segmentation fault), more often while a session builds beside it
+    (``api.diff_lean``). Elsewhere than the main thread, or with a handler not Python's, the block runs as it is."""
+    import signal
+
+    previous = signal.getsignal(signal.SIGINT) if threading.current_thread() is threading.main_thread() else None
+    if not callable(previous):  # another thread, or SIGINT ignored / the system's default: nothing to hold back
+        yield
+        return
+    held: list = []
+    signal.signal(signal.SIGINT, lambda signum, frame: held.append((signum, frame)))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if held:
+            previous(*held[0])
 
 
 def call_interruptibly(fn: Callable[..., Any], *args, on_interrupt: Callable[[], None] | None = None,

@@ -17,10 +17,25 @@ DEVICES = ("auto", "cpu", "cuda")
 
 
 def ort_module():
+    """onnxruntime, imported on first use (``_first_import``)."""
+    import sys
+
+    if "onnxruntime" not in sys.modules:
+        _first_import()
     import onnxruntime as ort
 
     _quiet_default_logger(ort)
     return ort
+
+
+def _first_import() -> None:
+    """onnxruntime imported with a Ctrl-C held back until it is done (``runtime.interrupt.held_back``: its extension
+    turns a KeyboardInterrupt raised while it initialises into ImportError('import numpy failed'), which
+    ``api.diff_lean``'s early start took for a request it cannot prepare, the Ctrl-C lost)."""
+    from onnxprobe.runtime.interrupt import held_back
+
+    with held_back():
+        import onnxruntime  # noqa: F401
 
 
 @functools.lru_cache(maxsize=None)
