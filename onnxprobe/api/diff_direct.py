@@ -26,8 +26,15 @@ import os
 from types import SimpleNamespace
 
 from onnxprobe.api.diff_ticket import ENTRY, Prepared, Ticket, prepare
+# imported with this module, not inside served's guard: an import that a Ctrl-C breaks (a C extension's ImportError or
+# RuntimeError) would read there as an entry it cannot serve, and the Ctrl-C be lost (QA)
+from onnxprobe.compare.diff import assembled, judged
+from onnxprobe.compare.frozen import thaw
+from onnxprobe.compare.fused import read
+from onnxprobe.compare.measure import Measured
 from onnxprobe.compare.sides import Side
 from onnxprobe.runtime import direct, plan_cache
+from onnxprobe.stats.metrics import IntroducedError
 
 # --- writing an entry (after a normal run, onnx loaded) ------------------------------------------------------------
 
@@ -114,12 +121,6 @@ def served(t: Ticket, build, early: Prepared | None = None):
 
 
 def _served(t: Ticket, got: Prepared, build):
-    from onnxprobe.compare.diff import assembled, judged
-    from onnxprobe.compare.frozen import thaw
-    from onnxprobe.compare.fused import read
-    from onnxprobe.compare.measure import Measured
-    from onnxprobe.stats.metrics import IntroducedError
-
     meta, feeds = got.meta, got.feeds
     tp = meta["template"]
     f = thaw(tp["frozen"])  # while the session builds
