@@ -185,10 +185,14 @@ def run(key: str, path: str, size: int, opt_level: str) -> dict | None:
         weights = load_weights([(path, size, meta["file"], meta["moves"])], meta["packed"])
         if weights is None:
             return None  # another file now: the normal path, whose entry replaces this one
-        feeds = draw([(n, d, tuple(s)) for n, d, s in meta["recipe"]], meta["seed"], tuple(meta["int_range"]))
-        if any(p.ref.kind == "input" and p.ref.name not in feeds for p in probes):
-            return None
-        out, providers, session_seconds, seconds = run_skeleton(skel, weights, opt_level, feeds, host)
+        pending = start_skeleton(skel, weights, opt_level)
+        try:  # drawn while the session builds
+            feeds = draw([(n, d, tuple(s)) for n, d, s in meta["recipe"]], meta["seed"], tuple(meta["int_range"]))
+            if any(p.ref.kind == "input" and p.ref.name not in feeds for p in probes):
+                return None
+            out, providers, session_seconds, seconds = pending.run(feeds, host)
+        finally:
+            pending.close()  # let go, where run did not take it
     except KeyboardInterrupt:
         raise
     except Exception:  # noqa: BLE001 - the normal path runs, and says what fails in its words
