@@ -161,7 +161,7 @@ def test_row_without_extras_sums_bit_for_bit_the_full_rows(case, light):
 
 @pytest.mark.parametrize("case", ["3 rows past BLOCK_MAX", "5 rows of 20000", "symbolic"])
 def test_a_pair_and_its_introduced_error_share_one_sums_tail(case):
-    """pair_row(..., intro=(c, base)): the pair's row and its introduced error's (a against c, B's node recomputed)
+    """row_sums(head, intro): the pair's row and its introduced error's (a against c, B's node recomputed)
     sum in one tail (one Concat, Cast, Reshape and ReduceSum: four nodes fewer than two rows), in tail_order's
     order: every sum against numpy float64; without extras, the full rows' bits; the reader (compare.fused._rows)
     gives each row its own sums, the introduced error Σa² from the pair's."""
@@ -178,8 +178,10 @@ def test_a_pair_and_its_introduced_error_share_one_sums_tail(case):
     for extras in (True, False):
         g = helper.make_graph([], "g", [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(declared)) for n in "abc"], [])
         pb = PairBuilder(g, 17, {"a", "b", "c"})
-        outs = pb.pair_row("a", "b", declared, 1e-3, "p", extras=extras, sizes=shape, intro=("c", "i"))
-        assert len(outs) == 5 and (outs[1] is None) == (outs[4] is None) == (not extras)
+        head = pb.row_head("a", "b", declared, 1e-3, "p", extras=extras, sizes=shape)
+        intro = pb.row_head("a", "c", declared, 1e-3, "i", light=True, extras=extras, sizes=shape)
+        outs = [head.maxima, head.argmax, pb.row_sums(head, intro), intro.maxima, intro.argmax]
+        assert (outs[1] is None) == (outs[4] is None) == (not extras)
         counts[extras] = sum(1 for n in g.node if n.op_type == "Concat" and n.name.endswith(".parts"))
         names = dict(zip(["max", "arg", "sum", "i.max", "i.arg"], outs))
         g.output.extend([onnx.ValueInfoProto(name=o) for o in outs if o is not None])

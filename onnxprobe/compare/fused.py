@@ -139,17 +139,28 @@ def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, 
             if scales.get(n.input[1]) == TensorProto.FLOAT:
                 types[n.output[0]] = onnx.helper.make_tensor_type_proto(TensorProto.FLOAT, None)
 
-    def row(x: str, y: str, shape, rtol: float, base: str, name: str, full: bool = True, intro: str | None = None) -> list[str]:
-        """The pair's three outputs (``PairBuilder.pair_row``), named ``name``.max / .arg / .sum, and with ``intro``
-        (B's node recomputed, its introduced error) that row's maxima and argmax, ``name``i.max / i.arg."""
+    def row(x: str, y: str, shape, rtol: float, k: int, full: bool = True, cone=None) -> list[str]:
+        """Pair ``k``'s three outputs (``PairBuilder.pair_row``), named ROW_PREFIX k .max / .arg / .sum, and its two
+        tensors' shapes (SHAPE_PREFIX k a / b: what the run gave them, for the reader to check); with ``cone()`` (B's
+        node recomputed on A's inputs, its introduced error: made after the pair's row, as the run then goes, or
+        None) that row's maxima and argmax too, ROW_PREFIX k i.max / i.arg, its sums in the pair's, and c's shape."""
         if not (_float32(types.get(x)) and _float32(types.get(y))) or shape is None:
             return []
         # for these input shapes (folded ones too: a wrong one costs precision, never the run): the sums' length
         dims = concrete.get(x) or concrete.get(y) or folded.get(x) or folded.get(y)
-        got = pb.pair_row(x, y, tuple(shape), rtol, base, False, tuple(dims) if dims else None, full,
-                          None if intro is None else (intro, base.replace(".pair", ".intro", 1)))
-        tags = ("max", "arg", "sum", "i.max", "i.arg")
-        return [_named(g, t, f"{name}{'' if tag.startswith('i.') else '.'}{tag}") for t, tag in zip(got, tags) if t is not None]
+        dims = tuple(dims) if dims else None
+        head = pb.row_head(x, y, tuple(shape), rtol, f"onnxprobe.pair{k}", False, dims, full)
+        # the shapes right behind the row's own nodes: a Shape is a tensor's last reader, which holds it till it runs
+        # (made after the introduced error's nodes, B's tensor was held through them: +12 MB at PP-OCRv4 det 800x608)
+        got = [(head.maxima, ".max"), (head.argmax, ".arg"), (pb.node("Shape", [x], f"onnxprobe.pair{k}.shape_a"), "a"),
+               (pb.node("Shape", [y], f"onnxprobe.pair{k}.shape_b"), "b")]
+        c = cone() if cone is not None else None
+        intro = pb.row_head(x, c, tuple(shape), rtol, f"onnxprobe.intro{k}", True, dims, full) if c is not None else None
+        got.append((pb.row_sums(head, intro), ".sum"))
+        if intro is not None:
+            got += [(intro.maxima, "i.max"), (intro.argmax, "i.arg"), (pb.node("Shape", [c], f"onnxprobe.intro{k}.shape"), "i")]
+        return [_named(g, t, f"{SHAPE_PREFIX}{k}{tag}" if tag in ("a", "b", "i") else f"{ROW_PREFIX}{k}{tag}")
+                for t, tag in got if t is not None]
 
     def planned(k: int) -> tuple:
         p = report[k]
@@ -181,16 +192,16 @@ def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, 
             continue
         if not rowable:  # not float32, no static rank: measured on the host
             continue
-        c = None  # B's node recomputed on A's inputs: its introduced error, whose row shares the pair's sums
-        if introduced and p.b.kind == "float":
+
+        def cone(p=p, y=y, k=k) -> str | None:  # B's node recomputed on A's inputs: its introduced error
+            if not (introduced and p.b.kind == "float"):
+                return None
             c = _cone_output(g, pb, y, k, known, producer, inits, order, types)
             if c is not None:
                 types[c] = types.get(y)  # B's node recomputed: the type of B's tensor
-        r = row(x, y, shape, rtol_of(p), f"onnxprobe.pair{k}", f"{ROW_PREFIX}{k}", full=extras, intro=c)
-        outputs += r + [_named(g, pb.node("Shape", [x], f"onnxprobe.pair{k}.shape_a"), f"{SHAPE_PREFIX}{k}a"),
-                        _named(g, pb.node("Shape", [y], f"onnxprobe.pair{k}.shape_b"), f"{SHAPE_PREFIX}{k}b")]
-        if c is not None:
-            outputs.append(_named(g, pb.node("Shape", [c], f"onnxprobe.intro{k}.shape"), f"{SHAPE_PREFIX}{k}i"))
+            return c
+
+        outputs += row(x, y, shape, rtol_of(p), k, full=extras, cone=cone)
     if not outputs:
         return FusedGraph(None, [], aname, bname, notes=notes, extras=extras)
     interleave(g, original)

@@ -23,6 +23,8 @@ MB); an introduced error's row without them is max |d| by a ReduceMax, Σd² and
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from onnxprobe.graph.stats_nodes import StatsBuilder, suffix_axes
@@ -40,7 +42,7 @@ class PairBuilder(StatsBuilder):
         self._summed: set[str] = set()  # tensors whose Σa² an earlier row summed
 
     def pair_row(self, a: str, b: str, shape: tuple, rtol: float, base: str, light: bool = False,
-                 sizes: tuple | None = None, extras: bool = True, intro: tuple[str, str] | None = None) -> tuple:
+                 sizes: tuple | None = None, extras: bool = True) -> tuple[str, str | None, str]:
         """The pair (a, b), float32 tensors of the static rank of ``shape``, reduced to three outputs:
         the maxima (``MAXIMA``, float32 [4]), the flat argmax of |a - b| (int64 [1]) and the float64
         sums (``SUMS``; without Σa² when an earlier row of the same ``a`` summed it: the reader takes it from
@@ -50,26 +52,29 @@ class PairBuilder(StatsBuilder):
         for the input shapes the graph is built for, where ``shape`` has symbolic dims: it tells the
         partial sums' length (float32 up to BLOCK_MAX elements, else float64), never their axes. ``extras``
         False: no max relative error, Σ|d| nor argmax (``EXTRAS``, the module doc): the second output is None.
+        ``row_head`` and ``row_sums`` make it in two steps."""
+        head = self.row_head(a, b, shape, rtol, base, light, sizes, extras)
+        return head.maxima, head.argmax, self.row_sums(head)
 
-        ``intro`` (c, its base): also the light row of (a, c), c being B's node recomputed on A's inputs (its
-        introduced error), whose sums join this row's in one tail (one Concat, Cast, Reshape and ReduceSum for
-        both: four nodes per pair fewer, a tenth of PP-OCRv4 det's merged graph): five outputs, this row's three
-        and c's maxima and argmax, the sums in the order ``tail_order`` says."""
-        maxima, argmax, terms, axes, row = self._head(a, b, shape, rtol, base, light, sizes, extras)
+    def row_sums(self, head: "RowHead", intro: "RowHead | None" = None) -> str:
+        """The float64 sums of a row (``row_head``: its partial sums), and with ``intro`` those of its pair's
+        introduced error (its light row of (a, c), c being B's node recomputed on A's inputs), in one tail (one
+        Concat, Cast, Reshape and ReduceSum for both: four nodes per pair fewer, a tenth of PP-OCRv4 det's merged
+        graph), in the order ``tail_order`` says: each row's squares first, then each row's Σ|d|, so that a row
+        without extras sums the squares in the rows a full one sums them in, to the same bits (onnxruntime's float64
+        ReduceSum along a row of odd length rounds by where the row starts in its buffer: the comment on Σ|d| in
+        row_head)."""
         if intro is None:
-            return maxima, argmax, self._sums(terms, base, axes, row)
-        c, ibase = intro
-        imaxima, iargmax, iterms, _, _ = self._head(a, c, shape, rtol, ibase, True, sizes, extras)
-        # each row's squares first, then each row's Σ|d|: a row without extras sums the squares in the rows a full
-        # one sums them in, to the same bits (onnxruntime's float64 ReduceSum along a row of odd length rounds by
-        # where the row starts in its buffer: the comment on Σ|d| in _head)
-        sq = [t for t in terms if t[2] != "sum_abs"] + [(op, x, f"i_{tag}") for op, x, tag in iterms if tag != "sum_abs"]
-        ab = [t for t in terms if t[2] == "sum_abs"] + [(op, x, f"i_{tag}") for op, x, tag in iterms if tag == "sum_abs"]
-        return maxima, argmax, self._sums(sq + ab, base, axes, row), imaxima, iargmax
+            return self._tail(list(head.parts.values()), head.base, head.to64)
+        if intro.to64 != head.to64:  # pragma: no cover - two tensors of one shape, summed alike
+            raise AssertionError(head.base)
+        parts = {("", tag): p for tag, p in head.parts.items()} | {("i", tag): p for tag, p in intro.parts.items()}
+        order = tail_order("aa" in head.parts, True, "sum_abs" in head.parts)
+        return self._tail([parts[k] for k in order], head.base, head.to64)
 
-    def _head(self, a: str, b: str, shape: tuple, rtol: float, base: str, light: bool, sizes: tuple | None,
-              extras: bool) -> tuple:
-        """A row's maxima and argmax, and the terms its sums take (``_sums``), their axes and row length."""
+    def row_head(self, a: str, b: str, shape: tuple, rtol: float, base: str, light: bool = False,
+                 sizes: tuple | None = None, extras: bool = True) -> "RowHead":
+        """A row's nodes but its sums (``pair_row``'s arguments): its maxima and argmax, and the terms its sums take."""
         flat = lambda: self.const(np.array([-1], np.int64))  # noqa: E731  (made once, where a row reshapes)
         key = a
         if not shape:  # scalars: as [1]
@@ -106,18 +111,34 @@ class PairBuilder(StatsBuilder):
         # with Σ|d| first, a light diff's SQNR and cosine were not the full diff's in the last bits, QA)
         if extras:
             terms.append(("ReduceSum", ad, "sum_abs"))
+        # the partial sums right behind max |d|, before the maxima of b: their squares then go, and d with them, before
+        # |b| and the allclose excess are made (made after those, d was held through them: one tensor more at the run's
+        # peak, PP-OCRv4 det 800x608 diff --all 304 -> 316 MB); each term's square freed before the next is made
+        # (StatsBuilder._parts)
+        parts, to64 = self._parts(terms, base, axes, row)
+        done = lambda maxima: RowHead(maxima, argmax, dict(zip((tag for _, _, tag in terms), parts)), to64, base)  # noqa: E731
         if light:
-            return max_abs, argmax, terms, axes, row
+            return done(max_abs)
         absb = self.node("Abs", [self.node("Reshape", [b, flat()], f"{base}.b_flat") if flats else b], f"{base}.absb")
         b_absmax = self.red("ReduceMax", absb, f"{base}.b_absmax", keepdims=1)
         excess = (self.red("ReduceMax", self.node("Sub", [ad_flat, self.node("Mul", [absb, self.f32(rtol)], f"{base}.rtol_b")],
                                                   f"{base}.excess_el"), f"{base}.excess", keepdims=1) if rtol else max_abs)
         if not extras:
-            return self.node("Concat", [max_abs, b_absmax, excess], f"{base}.maxima", axis=0), argmax, terms, axes, row
+            return done(self.node("Concat", [max_abs, b_absmax, excess], f"{base}.maxima", axis=0))
         rel = self.node("Div", [ad_flat, self.node("Max", [absb, self.f32(REL_TINY)], f"{base}.absb_tiny")], f"{base}.rel")
         max_rel = self.red("ReduceMax", rel, f"{base}.max_rel", keepdims=1)
         maxima = self.node("Concat", [max_abs, b_absmax, excess, max_rel], f"{base}.maxima", axis=0)
-        return maxima, argmax, terms, axes, row
+        return done(maxima)
+
+
+class RowHead(NamedTuple):
+    """A row's maxima and argmax outputs (argmax None without extras), its partial sums (tag -> tensor, in the
+    terms' order: ``StatsBuilder._parts``), whether its tail casts them to float64, and its node-name base."""
+    maxima: str
+    argmax: str | None
+    parts: dict
+    to64: bool
+    base: str
 
 
 def tail_order(aa: bool, intro: bool, extras: bool) -> list[tuple[str, str]]:

@@ -171,45 +171,61 @@ class StatsBuilder(GraphBuilder):
 
     def _sums(self, terms: list[tuple[str, str, str]], b: str, axes: list[int], row: int | None = 0, double: bool = False,
               exact: tuple[str, ...] = (), ready: tuple[str, ...] = ()) -> str:
-        """Two-level sums of several tensors of one shape: partial reductions over ``axes`` (keepdims, so
-        they stack on axis 0; all in float64 when ``row``, their length, is past BLOCK_MAX; Σ|x| when it is
-        past ABS_ROW_MAX or not known here, None), then one Cast and one float64 ReduceSum along the rows for
-        all of them: shape [len(terms)]. ``double``: the terms are float64 already. ``exact``: the tags of
-        terms summed in float64 from the start (see _fast_parts); ``ready``: the tags of those among them that
-        are float64 tensors already."""
+        """Two-level sums of several tensors of one shape: partial reductions over ``axes`` (``_parts``), then one
+        Cast and one float64 ReduceSum along the rows for all of them (``_tail``): shape [len(terms)]."""
+        parts, to64 = self._parts(terms, b, axes, row, double, exact, ready)
+        return self._tail(parts, b, to64)
+
+    def _parts(self, terms: list[tuple[str, str, str]], b: str, axes: list[int], row: int | None = 0, double: bool = False,
+               exact: tuple[str, ...] = (), ready: tuple[str, ...] = ()) -> tuple[list[str], bool]:
+        """The partial reductions of ``_sums``' terms over ``axes`` (keepdims, so they stack on axis 0; all in float64
+        when ``row``, their length, is past BLOCK_MAX; Σ|x| when it is past ABS_ROW_MAX or not known here, None),
+        in the terms' order, and whether ``_tail`` casts them to float64. ``double``: the terms are float64 already.
+        ``exact``: the tags of terms summed in float64 from the start (see _fast_parts); ``ready``: the tags of those
+        among them that are float64 tensors already.
+
+        Each term's nodes are made one after the other (its copy, its square, its partial sum): onnxruntime runs them
+        in that order, so that one term's full-size temporaries are freed before the next one's are made (made
+        together, every square of a row was held at once: PP-OCRv4 det 800x608 diff --all, a pair and its
+        introduced error summed in one tail, 304 -> 313 MB)."""
         wide = row is not None and row > BLOCK_MAX
-        if wide and not double:
-            terms = [(op, t if tag in ready else self.node("Cast", [t], f"{b}.{tag}.wide", to=TensorProto.DOUBLE), tag)
-                     for op, t, tag in terms]
         long_abs = (row is None or row > ABS_ROW_MAX) and any(tag == "sumabs" for _, _, tag in terms)
         exact = () if wide or double else (*exact, "sumabs") if long_abs else exact
-        # |x| taken in float32 (exact) and then cast: one float64 copy, and no float64 ReduceL1 kernel needed
-        terms = [("ReduceSum", self.node("Abs", [t], f"{b}.{tag}.abs"), tag) if op == "ReduceL1" and tag in exact else (op, t, tag)
-                 for op, t, tag in terms]
-        if exact:
-            cast: dict[str, str] = {}  # one float64 copy per tensor, however many terms read it
-            for op, t, tag in terms:
-                if tag in exact and t not in cast:
-                    cast[t] = t if tag in ready else self.node("Cast", [t], f"{b}.{tag}.f64", to=TensorProto.DOUBLE)
-            terms = [(op, cast[t] if tag in exact else t, tag) for op, t, tag in terms]
         # onnxruntime's float32 ReduceSumSquare and ReduceL1 over some axes are 3-6x slower than Mul / Abs and
         # a ReduceSum over the same axes (measured on CPU, a [1, 24, 200, 152] tensor): take that form. Not
         # for the float64 terms: there ReduceSumSquare is as fast and no float64 square is held (PP-OCRv4
         # det 800x608 layers --all: 1.21 -> 1.17 s, 284 -> 260 MB, interleaved)
         prep = {"ReduceSumSquare": lambda t, tag: self.node("Mul", [t, t], f"{b}.{tag}.sq"),
                 "ReduceL1": lambda t, tag: self.node("Abs", [t], f"{b}.{tag}.abs")}
-        terms = [("ReduceSum", prep[op](t, tag), tag) if op in prep and tag not in exact else (op, t, tag) for op, t, tag in terms]
-        parts = [self.red(op, t, f"{b}.{tag}.part", axes=axes, keepdims=1) for op, t, tag in terms]
-        if exact:  # the float32 parts join the float64 ones (block sums: a 1/16 or less of the tensor)
-            parts = [p if tag in exact else self.node("Cast", [p], f"{b}.{tag}.part64", to=TensorProto.DOUBLE)
-                     for p, (_, _, tag) in zip(parts, terms)]
+        cast: dict[str, str] = {}  # one float64 copy per tensor, however many terms read it
+        parts = []
+        for op, t, tag in terms:
+            if wide and not double and tag not in ready:
+                t = self.node("Cast", [t], f"{b}.{tag}.wide", to=TensorProto.DOUBLE)
+            if tag in exact:
+                if op == "ReduceL1":  # |x| taken in float32 (exact) and then cast: one float64 copy, no float64 ReduceL1
+                    op, t = "ReduceSum", self.node("Abs", [t], f"{b}.{tag}.abs")
+                if t not in cast:
+                    cast[t] = t if tag in ready else self.node("Cast", [t], f"{b}.{tag}.f64", to=TensorProto.DOUBLE)
+                t = cast[t]
+            elif op in prep:
+                op, t = "ReduceSum", prep[op](t, tag)
+            part = self.red(op, t, f"{b}.{tag}.part", axes=axes, keepdims=1)
+            if exact and tag not in exact:  # the float32 parts join the float64 ones (block sums: a 1/16 or less of the tensor)
+                part = self.node("Cast", [part], f"{b}.{tag}.part64", to=TensorProto.DOUBLE)
+            parts.append(part)
+        return parts, not double and not exact
+
+    def _tail(self, parts: list[str], b: str, to64: bool) -> str:
+        """The float64 sums of ``parts`` (``_parts``), in their order: stacked, cast to float64 where ``to64``, summed
+        along their rows."""
         # one row per term (parts stacked on axis 0, where each part's leading dims are whole): the outer sum
         # runs along contiguous rows; a [blocks, terms] layout summed down its columns made onnxruntime's
         # strided ReduceSum cost more than the four partial sums together (measured on PP-OCRv4 det)
         cat = self.node("Concat", parts, f"{b}.parts", axis=0) if len(parts) > 1 else parts[0]
-        if not double and not exact:
+        if to64:
             cat = self.node("Cast", [cat], f"{b}.parts64", to=TensorProto.DOUBLE)
-        rows = self.node("Reshape", [cat, self.const(np.array([len(terms), -1], np.int64))], f"{b}.parts2d")
+        rows = self.node("Reshape", [cat, self.const(np.array([len(parts), -1], np.int64))], f"{b}.parts2d")
         return self.red("ReduceSum", rows, f"{b}.sums", axes=[1], keepdims=0)
 
     def _int_centered(self, x: str, f: str, elem_type: int | None) -> tuple[str, str, str, str] | None:
