@@ -37,6 +37,27 @@ def cache(tmp_path, monkeypatch):
     return tmp_path / "cache"
 
 
+@pytest.fixture()
+def pending(monkeypatch):
+    """Every runtime.direct.Pending session started ("opened") and let go ("closed") meanwhile."""
+    from onnxprobe.runtime import direct
+
+    seen: dict[str, list] = {"opened": [], "closed": []}
+    orig_init, orig_close = direct.Pending.__init__, direct.Pending.close
+
+    def init(self, *x, **y):
+        seen["opened"].append(self)
+        orig_init(self, *x, **y)
+
+    def close(self):
+        seen["closed"].append(self)
+        orig_close(self)
+
+    monkeypatch.setattr(direct.Pending, "__init__", init)
+    monkeypatch.setattr(direct.Pending, "close", close)
+    return seen
+
+
 def _perturbed(name: str, folder, only: str | None = None, scale: float = 1e-2) -> str:
     """A copy of the sample model ``name`` with its float weights (or the one named ``only``) moved (seeded)."""
     m = onnx.load(str(sample_path(name)))
@@ -388,34 +409,18 @@ def test_cli_served_diff_starts_its_session_before_onnx_is_imported(tmp_path, ca
 
 @pytest.mark.parametrize("kw", [{"introduced": "yes"}, {"fp32_sensitivity": True}, {"tolerance": "max_abs"},
                                 {"per_tensor": {"y": "max_abs"}}, {"extras": 1}])
-def test_a_prepared_entry_never_skips_the_checks(tmp_path, cache, kw):
+def test_a_prepared_entry_never_skips_the_checks(tmp_path, cache, kw, pending):
     """api.diff prepares an entry from the request as stated, before the normal path checks it: an argument the
     normal path refuses is refused in its words, however close its key came to an entry's, and the prepared session
     is let go."""
     from onnxprobe.errors import UsageError
-    from onnxprobe.runtime import direct
 
     a, b = str(sample_path("mlp")), _perturbed("mlp", tmp_path)
     _diff(a, b)
     assert _served(_diff(a, b))
-    opened, closed = [], []
-    orig_init, orig_close = direct.Pending.__init__, direct.Pending.close
-
-    def init(self, *x, **y):
-        opened.append(self)
-        orig_init(self, *x, **y)
-
-    def close(self):
-        closed.append(self)
-        orig_close(self)
-
-    try:
-        direct.Pending.__init__, direct.Pending.close = init, close
-        with pytest.raises(UsageError):
-            _diff(a, b, **kw)
-    finally:
-        direct.Pending.__init__, direct.Pending.close = orig_init, orig_close
-    assert set(map(id, opened)) <= set(map(id, closed))
+    with pytest.raises(UsageError):
+        _diff(a, b, **kw)
+    assert set(map(id, pending["opened"])) <= set(map(id, pending["closed"]))
 
 
 def test_a_session_that_fails_to_build_raises_where_it_is_run():
@@ -431,7 +436,7 @@ def test_a_session_that_fails_to_build_raises_where_it_is_run():
     pending.close()
 
 
-def test_a_prepared_session_is_let_go_when_the_normal_path_fails_to_import(tmp_path, cache, monkeypatch):
+def test_a_prepared_session_is_let_go_when_the_normal_path_fails_to_import(tmp_path, cache, monkeypatch, pending):
     """api.diff_lean starts the session, then imports the normal path (onnx, the comparison code: the 0.15-0.2 s a
     Ctrl-C most likely lands in): what ends that import (a KeyboardInterrupt, an ImportError) lets the session go.
     Left building, the command line's process ended by the interpreter's shutdown, which a second Ctrl-C broke
@@ -440,27 +445,13 @@ def test_a_prepared_session_is_let_go_when_the_normal_path_fails_to_import(tmp_p
     import threading
 
     from onnxprobe.api import diff_lean
-    from onnxprobe.runtime import direct
 
     a, b = str(sample_path("mlp")), _perturbed("mlp", tmp_path)
     _diff(a, b)
-    opened, closed = [], []
-    orig_init, orig_close = direct.Pending.__init__, direct.Pending.close
-
-    def init(self, *x, **y):
-        opened.append(self)
-        orig_init(self, *x, **y)
-
-    def close(self):
-        closed.append(self)
-        orig_close(self)
-
-    monkeypatch.setattr(direct.Pending, "__init__", init)
-    monkeypatch.setattr(direct.Pending, "close", close)
     monkeypatch.setitem(sys.modules, "onnxprobe.api.diff", None)  # its import fails
     with pytest.raises(ImportError):
         diff_lean.diff(a, b, selection=api.Selection(all=True), config=api.RunConfig(device="cpu"))
-    assert opened and set(map(id, opened)) <= set(map(id, closed))
+    assert pending["opened"] and set(map(id, pending["opened"])) <= set(map(id, pending["closed"]))
     assert not [t for t in threading.enumerate() if t.name == "onnxprobe-session" and t.is_alive()]
 
 
