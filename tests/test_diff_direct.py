@@ -506,3 +506,28 @@ def test_a_ctrl_c_while_onnxruntime_is_first_imported_is_a_ctrl_c(tmp_path, monk
         ort_options.ort_module()
     assert sys.modules["onnxruntime"].__version__ == "fake"  # imported whole, then the Ctrl-C
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_request_reads_its_entry_once(tmp_path, cache, monkeypatch):
+    """api.diff makes the request's ticket once and reads its entry once (api.diff_lean, before the normal path is
+    imported); the normal path serves from what it read or runs under the same ticket, whether the entry is there
+    (served), missing (a first run) or stale (a file edited since: its weights no longer the entry's)."""
+    from onnxprobe.runtime import plan_cache
+
+    a, b = str(sample_path("mlp")), _perturbed("mlp", tmp_path)
+    reads = []
+    orig = plan_cache.read_entry
+    monkeypatch.setattr(plan_cache, "read_entry", lambda k: reads.append(k) or orig(k))
+    first = _diff(a, b)
+    key = reads[0]  # the request's own entry, read first (a normal run reads its merged graph's too)
+    direct_reads = lambda: reads.count(key)  # noqa: E731
+    assert not _served(first) and direct_reads() == 1
+    assert _served(_diff(a, b)) and direct_reads() == 2
+    m = onnx.load(b)  # the same size, other weights
+    w = numpy_helper.to_array(m.graph.initializer[0]).copy()
+    w.flat[0] += 1
+    m.graph.initializer[0].CopyFrom(numpy_helper.from_array(w, m.graph.initializer[0].name))
+    onnx.save(m, b)
+    again = _diff(a, b)
+    assert not _served(again) and direct_reads() == 3
+    assert _served(_diff(a, b)) and direct_reads() == 4  # the entry the normal run wrote anew

@@ -274,10 +274,12 @@ def diff(
     fuse: bool = True,
     profile: bool = False,
     extras: bool = True,
+    _ticket=None,
     _early=None,
 ) -> DiffResult:
     """``api.diff``'s normal path (``api.diff_lean.diff`` is ``api.diff``, and documents every argument).
-    ``_early``: the entry ``api.diff_lean`` prepared for this request, if any (``api.diff_direct.served``)."""
+    ``_ticket``: the request as the plan cache keys it, where its direct mode may serve it (``api.diff_ticket``);
+    ``_early``: its entry as ``api.diff_lean`` prepared it, if any (``api.diff_direct.served``)."""
     check_map(user_map)
     check_switches("diff", vs_reference=vs_reference, introduced=introduced, fuse=fuse, profile=profile, extras=extras)
     if not isinstance(fp32_sensitivity, int) or isinstance(fp32_sensitivity, bool):
@@ -306,21 +308,14 @@ def diff(
                           per_tensor=per_tensor, user_map=user_map, introduced=introduced, max_memory=max_memory,
                           progress=progress)
     from onnxprobe.api import diff_direct  # a repeated request: served from the plan cache without reading the models
-    from onnxprobe.api.diff_ticket import ticket as diff_ticket
 
-    ticket = diff_ticket(
-        a, b, others=bool(vs_device or vs_opt_level or vs_runtime or vs_npz is not None or fp32_sensitivity or not fuse or profile),
-        runtime=runtime, runtime_options=runtime_options, selection=selection, config=config, inputs=inputs,
-        tolerance=tolerance, per_tensor=per_tensor, user_map=user_map, introduced=introduced, max_memory=max_memory,
-        extras=extras)
-    if ticket is not None and (res := diff_direct.served(ticket, lambda fed: make_sides(
+    # (served lets the prepared entry go either way, before the normal path builds its own sessions)
+    if _early is not None and (res := diff_direct.served(_ticket, lambda fed: make_sides(
             a, b, config=config, constants=bool(selection and selection.include_constants),
             shapes={k: tuple(np.shape(v)) for k, v in fed.items()})[1:], _early)) is not None:
         if progress is not None:  # its one run done, as the normal path says of its own
             progress(1, 1)
         return res
-    if _early is not None:  # not served: its session let go before the normal path builds its own
-        _early.close()
     a_model = as_model(a)
     saved_notes: list[str] = []
     if vs_npz is not None:
@@ -347,8 +342,8 @@ def diff(
         res.sensitivity = _sensitivity(res, fs.values, fp32_sensitivity)
         if not res.sensitivity:
             res.notes.append("--fp32-sensitivity: no QDQ layer of A could be kept in fp32 (it needs a QDQ model A and a model B)")
-    if ticket is not None:
-        diff_direct.remember(ticket, res)
+    if _ticket is not None:
+        diff_direct.remember(_ticket, res)
     return res
 
 

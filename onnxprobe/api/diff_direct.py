@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 from types import SimpleNamespace
 
-from onnxprobe.api.diff_ticket import ENTRY, Prepared, Ticket, prepare
+from onnxprobe.api.diff_ticket import ENTRY, Prepared, Ticket
 # imported with this module, not inside served's guard: an import that a Ctrl-C breaks (a C extension's ImportError or
 # RuntimeError) would read there as an entry it cannot serve, and the Ctrl-C be lost (QA)
 from onnxprobe.compare.diff import assembled, judged
@@ -102,14 +102,11 @@ def _remember(t: Ticket, res) -> None:
 
 # --- serving a hit ------------------------------------------------------------------------------------------------
 
-def served(t: Ticket, build, early: Prepared | None = None):
-    """The DiffResult of entry ``t.key``, run now; None on a miss, a damaged entry, or a run the normal path must
-    make (the module's docstring). ``build(feeds)``: side A and side B as the normal path makes them, for these
-    feeds (called when something reads the result's sides). ``early``: the entry ``api.diff_lean`` prepared before
-    this module was imported, taken where its key is ``t``'s (else the entry is prepared now); let go either way."""
-    got = early if early is not None and early.key == t.key else prepare(t)
-    if got is None:
-        return None
+def served(t: Ticket, build, got: Prepared):
+    """The DiffResult of entry ``t.key``, prepared (``api.diff_ticket.prepare``: read, checked, its session started),
+    run now; None on a run the normal path must make (the module's docstring). ``build(feeds)``: side A and side B as
+    the normal path makes them, for these feeds (called when something reads the result's sides). The prepared
+    entry is let go either way."""
     try:
         return _served(t, got, build)
     except KeyboardInterrupt:

@@ -6,8 +6,9 @@ left there, over both files' own weights. Its session takes 0.3-0.4 s to build o
 builds it without holding the GIL, so importing what checks the request and reads and judges the run (onnx, the
 matching, the comparison, the report: 0.15-0.2 s) need not wait for it: the request's key is made and its entry
 prepared here (``api.diff_ticket``), with numpy and onnxruntime alone, before the normal path is imported. Nothing
-is decided here: the normal path checks every argument, makes its own ticket, and serves from the prepared entry
-where the two keys agree (``api.diff_direct.served``); an entry it does not take is let go.
+is decided here: the normal path checks every argument, then serves from the prepared entry
+(``api.diff_direct.served``) or runs as ever and writes the entry under the same ticket; an entry it does not take
+is let go.
 """
 
 from __future__ import annotations
@@ -71,19 +72,17 @@ def diff(
     A repeated diff of the same two model files with the same request is served from the plan cache without
     reading the models again (``api.diff_direct``; ``RunConfig(cache=False)`` turns it off): the same result,
     whose sides (``result.a``, ``result.b``) are built when first read."""
-    early = None
-    if vs_torch is None and not vs_reference and type(extras) is bool:
-        try:
-            t = ticket(a, b, others=bool(vs_device or vs_opt_level or vs_runtime or vs_npz is not None or fp32_sensitivity
-                                         or not fuse or profile),
-                       runtime=runtime, runtime_options=runtime_options, selection=selection, config=config,
-                       inputs=inputs, tolerance=tolerance, per_tensor=per_tensor, user_map=user_map,
-                       introduced=introduced, max_memory=max_memory, extras=extras)
-            early = prepare(t) if t is not None else None
-        except KeyboardInterrupt:
-            raise
-        except Exception:  # noqa: BLE001 - an argument the normal path refuses, in its words
-            early = None
+    try:  # the request as stated (the normal path checks it before anything is served)
+        t = ticket(a, b, others=bool(vs_device or vs_opt_level or vs_reference or vs_npz is not None or vs_torch is not None
+                                     or vs_runtime or fp32_sensitivity or not fuse or profile),
+                   runtime=runtime, runtime_options=runtime_options, selection=selection, config=config, inputs=inputs,
+                   tolerance=tolerance, per_tensor=per_tensor, user_map=user_map, introduced=introduced,
+                   max_memory=max_memory, extras=extras)
+        early = prepare(t) if t is not None else None
+    except KeyboardInterrupt:
+        raise
+    except Exception:  # noqa: BLE001 - an argument the normal path refuses, in its words
+        t = early = None
     try:
         # inside the try: what ends the import of onnx and the comparison code lets the prepared session go (left
         # building, the interpreter's shutdown ran with it: a second Ctrl-C, an abort); a Ctrl-C held back till the
@@ -95,7 +94,8 @@ def diff(
                       vs_torch=vs_torch, runtime=runtime, vs_runtime=vs_runtime, runtime_options=runtime_options,
                       selection=selection, config=config, inputs=inputs, tolerance=tolerance, per_tensor=per_tensor,
                       user_map=user_map, introduced=introduced, max_memory=max_memory, progress=progress,
-                      fp32_sensitivity=fp32_sensitivity, fuse=fuse, profile=profile, extras=extras, _early=early)
+                      fp32_sensitivity=fp32_sensitivity, fuse=fuse, profile=profile, extras=extras, _ticket=t,
+                      _early=early)
     finally:
         if early is not None:
             early.close()

@@ -9,12 +9,7 @@ merged graph's session (``runtime.direct.Pending``); ``api.diff_direct`` serves 
 
 from __future__ import annotations
 
-import os
-import stat
-
-import numpy as np
-
-from onnxprobe.api.lean import servable
+from onnxprobe.api.lean import servable, servable_file
 from onnxprobe.runtime import direct, plan_cache
 from onnxprobe.types import InputSpec, RunConfig
 
@@ -30,56 +25,44 @@ class Ticket:
 
 
 def ticket(a, b, *, others: bool, runtime: str, runtime_options, selection, config, inputs, tolerance, per_tensor,
-           user_map, introduced: bool, max_memory, extras: bool) -> Ticket | None:
-    """The request, when one this mode may serve (the module's docstring); None for anything else. ``others``:
-    whether any other reference, --profile, --separate-runs or --fp32-sensitivity was asked for."""
+           user_map, introduced, max_memory, extras) -> Ticket | None:
+    """The request as stated, when one this mode may serve (the module's docstring); None for anything else.
+    ``others``: whether any other reference, --profile, --separate-runs or --fp32-sensitivity was asked for. Made
+    before the request is checked (``api.diff_lean``): an argument the normal path refuses is refused there before
+    anything is served, and one it takes is keyed as it came (``servable``: the types themselves, defaults filled
+    in), so that a request is served only the entry a normal run of the same request wrote."""
     from onnxprobe.compare.frozen import freeze
 
     if others or b is None or runtime != "ort" or runtime_options or max_memory is not None or type(extras) is not bool:
-        return None
-    if not all(isinstance(m, (str, os.PathLike)) for m in (a, b)):
         return None
     settings = servable(config, inputs, selection)
     if settings is None:
         return None
     config, inputs, selection = settings
-    from onnxprobe.runtime.ort_options import ort_module
-
-    paths, states = [], []
-    for m in (a, b):
-        path = os.fspath(m)
-        try:
-            st = os.stat(path)
-            real = os.path.realpath(path)
-        except (OSError, ValueError, TypeError):
-            return None
-        if not isinstance(path, str) or not stat.S_ISREG(st.st_mode) or st.st_size > direct.MAX_FILE:
-            return None
-        paths.append((path, real))
-        states.append(direct.file_state(st))
+    files = [servable_file(m) for m in (a, b)]
+    if None in files:
+        return None
     try:
-        request = {"command": "diff", "models": paths, "device": config.device, "opt_level": config.opt_level,
-                   "io_binding": config.io_binding,
+        request = {"command": "diff", "models": [[path, real] for path, real, _ in files], "device": config.device,
+                   "opt_level": config.opt_level, "io_binding": config.io_binding,
                    "selection": [list(selection.ops), list(selection.names), selection.all, selection.range,
                                  selection.include_constants],
                    "seed": inputs.seed, "int_range": list(inputs.int_range),
                    "shapes": sorted([k, list(v)] for k, v in inputs.shapes.items()), "extras": extras,
                    "introduced": bool(introduced), "tolerance": freeze(tolerance), "per_tensor": freeze(per_tensor),
-                   "map": freeze(user_map), "entry": ENTRY,
-                   "onnxruntime": ort_module().__version__, "numpy": np.__version__}
-        key = plan_cache.key_of({"direct": 2, "request": request})
+                   "map": freeze(user_map), "entry": ENTRY}
+        key = direct.request_key(request)
     except (ValueError, TypeError):  # a criterion or map the normal path takes and the key cannot say
         return None
-    return Ticket([p for p, _ in paths], states, key, config, inputs)
-
+    return Ticket([path for path, _, _ in files], [state for _, _, state in files], key, config, inputs)
 
 
 class Prepared:
-    """An entry ready to serve ``key``: its skeleton's session building (``runtime.direct.Pending``), its metadata
-    (checked: ``_fits``), and the inputs drawn from its recipe."""
+    """An entry ready to serve: its skeleton's session building (``runtime.direct.Pending``), its metadata (checked:
+    ``_fits``), and the inputs drawn from its recipe."""
 
-    def __init__(self, key: str, meta: dict, feeds: dict, pending: direct.Pending):
-        self.key, self.meta, self.feeds, self.pending = key, meta, feeds, pending
+    def __init__(self, meta: dict, feeds: dict, pending: direct.Pending):
+        self.meta, self.feeds, self.pending = meta, feeds, pending
 
     def close(self) -> None:
         self.pending.close()
@@ -113,7 +96,7 @@ def prepare(t: Ticket) -> Prepared | None:
         if isinstance(e, KeyboardInterrupt):
             raise
         return None
-    return Prepared(t.key, meta, feeds, pending)
+    return Prepared(meta, feeds, pending)
 
 
 def _fits(meta: dict, t: Ticket) -> bool:

@@ -15,8 +15,6 @@ from __future__ import annotations
 import os
 import stat
 
-import numpy as np
-
 from onnxprobe.runtime import direct, plan_cache
 from onnxprobe.types import InputSpec, Model, ProbePlan, ProbeResult, Progress, RunConfig, RunInfo, Selection
 
@@ -65,29 +63,37 @@ def _ticket(model, selection, config, inputs, save, save_to, max_memory, runtime
     if settings is None:
         return None
     config, inputs, selection = settings
-    from onnxprobe.runtime.ort_options import ort_module
-
-    path = os.fspath(model)
-    if not isinstance(path, str):
+    got = servable_file(model)
+    if got is None:
         return None
-    try:
-        st = os.stat(path)  # a regular file only: a FIFO, a device, a folder go the normal way
-        real = os.path.realpath(path)
-    except (OSError, ValueError):
-        return None
-    if not stat.S_ISREG(st.st_mode) or st.st_size > direct.MAX_FILE:
-        return None
+    path, real, state = got
     # the model by its path, as given and resolved (a copy elsewhere is its own entry), never by its bytes: a
     # lookup that finds nothing reads none of the file; an entry found is checked against it (runtime.direct.run)
     request = {"command": "layers", "path": path, "real": real, "device": config.device, "opt_level": config.opt_level,
                "io_binding": config.io_binding,
                "selection": [list(selection.ops), list(selection.names), selection.all, selection.range, selection.include_constants],
                "seed": inputs.seed, "int_range": list(inputs.int_range),
-               "shapes": sorted([k, list(v)] for k, v in inputs.shapes.items()), "extras": extras,
-               # what the first run's notes and draws came from: another onnxruntime may read the model otherwise
-               # (an IR version it lowered), another numpy draw other inputs
-               "onnxruntime": ort_module().__version__, "numpy": np.__version__}
-    return _Ticket(path, direct.request_key(request), direct.file_state(st), config.opt_level, inputs)
+               "shapes": sorted([k, list(v)] for k, v in inputs.shapes.items()), "extras": extras}
+    return _Ticket(path, direct.request_key(request), state, config.opt_level, inputs)
+
+
+def servable_file(model) -> tuple[str, str, tuple] | None:
+    """A model given by a path that a direct mode may serve: (the path as given, resolved, and the file's state when
+    the request came: ``runtime.direct.file_state``); None for anything else (a Model, a FIFO, a device, a folder,
+    a file past ``runtime.direct.MAX_FILE``, a path that cannot be read: the normal path says what is wrong)."""
+    if not isinstance(model, (str, os.PathLike)):
+        return None
+    path = os.fspath(model)
+    if not isinstance(path, str):
+        return None
+    try:
+        st = os.stat(path)
+        real = os.path.realpath(path)
+    except (OSError, ValueError, TypeError):
+        return None
+    if not stat.S_ISREG(st.st_mode) or st.st_size > direct.MAX_FILE:
+        return None
+    return path, real, direct.file_state(st)
 
 
 def servable(config, inputs, selection) -> tuple[RunConfig, InputSpec, Selection] | None:

@@ -51,10 +51,15 @@ ALIGN = 64
 
 
 def request_key(request: dict) -> str:
-    """The index entry's key: the request, the model's path in it (``plan_cache.key_of`` adds onnxprobe's
-    version, the entries' FORMAT and the code's fingerprint). The file's bytes are no part of it: the entry
-    records the file (its ``"file"``: size, status, digest), checked when it serves."""
-    return plan_cache.key_of({"direct": 2, "request": request})
+    """The index entry's key: the request, the model's path in it, and the versions of onnxruntime and numpy the
+    first run's notes and draws came from (another onnxruntime may read the model otherwise, an IR version it
+    lowered; another numpy draw other inputs); ``plan_cache.key_of`` adds onnxprobe's version, the entries' FORMAT
+    and the code's fingerprint. The file's bytes are no part of it: the entry records the file (its ``"file"``:
+    size, status, digest), checked when it serves."""
+    from onnxprobe.runtime.ort_options import ort_module
+
+    return plan_cache.key_of({"direct": 2, "request": {**request, "onnxruntime": ort_module().__version__,
+                                                       "numpy": np.__version__}})
 
 
 # --- writing an entry (the normal path, onnx loaded) ------------------------------------------------------------
@@ -305,7 +310,9 @@ class Pending:
     def _wait(self) -> None:
         """Until the session is built: in short slices, so that a Ctrl-C reaches the command line's main thread
         at once (the build then finishes alone, ``runtime.interrupt``'s rule)."""
-        while not self._done.wait(0.05):
+        from onnxprobe.runtime.interrupt import POLL_S
+
+        while not self._done.wait(POLL_S):
             pass
 
     def run(self, feeds: dict, outputs: list[str]) -> tuple[dict, list, float, float]:
