@@ -102,7 +102,7 @@ HOSTILE = {
 
 @pytest.mark.parametrize("case", list(HOSTILE))
 def test_light_row_equals_numpy_float64(case):
-    """The introduced error's in-graph row (``pair_row(light=True)``): max |d|, its argmax and the float64
+    """The introduced error's in-graph row (``row_head(light=True)`` and ``row_sums``): max |d|, its argmax and the float64
     sums, against numpy float64; it reads b only for b - a and Σb² (no |b|, no division)."""
     rng = np.random.default_rng(7)
     shape = (3, 5, 40) if case != "one-element" else (1,)
@@ -111,7 +111,8 @@ def test_light_row_equals_numpy_float64(case):
     b = np.asarray(base + delta, np.float32)
     g = helper.make_graph([], "g", [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(shape)) for n in "ab"], [])
     pb = PairBuilder(g, 17, {"a", "b"})
-    outs = pb.pair_row("a", "b", shape, 1e-3, "p", light=True)
+    head = pb.row_head("a", "b", shape, 1e-3, "p", light=True)
+    outs = (head.maxima, head.argmax, pb.row_sums(head))
     g.output.extend(onnx.ValueInfoProto(name=o) for o in outs)
     ops = [n.op_type for n in g.node]
     assert "Div" not in ops and sum(1 for n in g.node if n.op_type == "Abs") == 1  # |a - b| only

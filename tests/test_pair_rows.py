@@ -104,7 +104,8 @@ def test_row_without_extras_equals_numpy_float64_and_holds_no_view_of_the_tensor
     b = np.asarray(a + 1e-2 * rng.standard_normal(run), np.float32)
     g = helper.make_graph([], "g", [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(declared)) for n in "ab"], [])
     pb = PairBuilder(g, 17, {"a", "b"})
-    mx, arg, sums = pb.pair_row("a", "b", declared, 1e-3, "p", light=light, extras=False)
+    head = pb.row_head("a", "b", declared, 1e-3, "p", light=light, extras=False)
+    mx, arg, sums = head.maxima, head.argmax, pb.row_sums(head)
     assert arg is None
     ops = [n.op_type for n in g.node]
     assert "ArgMax" not in ops and "Gather" not in ops and "Div" not in ops
@@ -148,7 +149,7 @@ def test_row_without_extras_sums_bit_for_bit_the_full_rows(case, light):
     for extras in (True, False):
         g = helper.make_graph([], "g", [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(declared)) for n in "ab"], [])
         pb = PairBuilder(g, 17, {"a", "b"})
-        _, _, sums = pb.pair_row("a", "b", declared, 1e-3, "p", light=light, extras=extras, sizes=shape)
+        sums = pb.row_sums(pb.row_head("a", "b", declared, 1e-3, "p", light=light, extras=extras, sizes=shape))
         g.output.extend([onnx.ValueInfoProto(name=sums)])
         m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
         got[extras] = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run([sums], {"a": a, "b": b})[0]

@@ -131,8 +131,8 @@ def _served(t: Ticket, got: Prepared, build):
                            selected_b=f["selected_b"], selected_a=f["selected_a"], tolerance=f["tolerance"],
                            per_tensor=f["per_tensor"])
     raw = {int(k): v for k, v in tp["raw"].items()}
-    got = got.pending.run(feeds, meta["outputs"])[0]
-    out = read(got, report, raw, 0, plan.rtol_of, plan.tolerance_of, plan.extras)
+    fetched = got.pending.run(feeds, meta["outputs"])[0]
+    out = read(fetched, report, raw, 0, plan.rtol_of, plan.tolerance_of, plan.extras)
     if out.problems or set(out.sums) != set(range(len(report))):
         return None  # a pair handed back to the host (NaN / Inf, a maximum too near its threshold): the normal path
     measured = {k: Measured(s, out.introduced.get(k), in_graph=True) for k, s in out.sums.items()}

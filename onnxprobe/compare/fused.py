@@ -140,7 +140,7 @@ def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, 
                 types[n.output[0]] = onnx.helper.make_tensor_type_proto(TensorProto.FLOAT, None)
 
     def row(x: str, y: str, shape, rtol: float, k: int, full: bool = True, cone=None) -> list[str]:
-        """Pair ``k``'s three outputs (``PairBuilder.pair_row``), named ROW_PREFIX k .max / .arg / .sum, and its two
+        """Pair ``k``'s three outputs (``PairBuilder.row_head`` and ``row_sums``), named ROW_PREFIX k .max / .arg / .sum, and its two
         tensors' shapes (SHAPE_PREFIX k a / b: what the run gave them, for the reader to check); with ``cone()`` (B's
         node recomputed on A's inputs, its introduced error: made after the pair's row, as the run then goes, or
         None) that row's maxima and argmax too, ROW_PREFIX k i.max / i.arg, its sums in the pair's, and c's shape."""
@@ -429,7 +429,7 @@ def _read(got: dict, report: list[Pair], sample: int, out: Fused, tolerance_of=N
 
 
 def _rows(got: dict, name: str, extras: bool = True) -> tuple[dict, dict | None] | None:
-    """A pair's row (``PairBuilder.pair_row``) as {PAIR_ROW name: value}, and its introduced error's where the graph
+    """A pair's row (``PairBuilder.row_head`` and ``row_sums``) as {PAIR_ROW name: value}, and its introduced error's where the graph
     has one (its maxima ``name``i.max; Σa² the pair's; max |d| its only maximum, the others left at 0:
     ``PairSums.one`` ignores them), or None; ``extras`` False: rows without the max relative error, Σ|d| nor argmax
     (``EXTRAS``), read as 0 and -1 (``compare.diff.finish`` reports them as None). None for outputs of another

@@ -228,8 +228,6 @@ def gradient_origin(res: "DiffResult") -> None:
     res.first_failure = None if differs else next((r for r in reversed(res.results) if r.passed is False), None)
 
 
-
-
 def sort_results(results: list[PairResult], key: str) -> list[PairResult]:
     """Rows in topological order, or worst first by accumulated or introduced SQNR (exact pairs last)."""
     if key == "topo":

@@ -41,21 +41,6 @@ class PairBuilder(StatsBuilder):
         super().__init__(graph, opset, names)
         self._summed: set[str] = set()  # tensors whose Σa² an earlier row summed
 
-    def pair_row(self, a: str, b: str, shape: tuple, rtol: float, base: str, light: bool = False,
-                 sizes: tuple | None = None, extras: bool = True) -> tuple[str, str | None, str]:
-        """The pair (a, b), float32 tensors of the static rank of ``shape``, reduced to three outputs:
-        the maxima (``MAXIMA``, float32 [4]), the flat argmax of |a - b| (int64 [1]) and the float64
-        sums (``SUMS``; without Σa² when an earlier row of the same ``a`` summed it: the reader takes it from
-        that row). Three outputs instead of one row: no Reshape and Cast nodes to assemble it. ``rtol`` 0: no
-        allclose excess (it is max |d|). ``light``: an introduced error's row, whose maxima output is
-        max |d| alone (the module doc): eight passes over the tensor fewer. ``sizes``: the concrete shape
-        for the input shapes the graph is built for, where ``shape`` has symbolic dims: it tells the
-        partial sums' length (float32 up to BLOCK_MAX elements, else float64), never their axes. ``extras``
-        False: no max relative error, Σ|d| nor argmax (``EXTRAS``, the module doc): the second output is None.
-        ``row_head`` and ``row_sums`` make it in two steps."""
-        head = self.row_head(a, b, shape, rtol, base, light, sizes, extras)
-        return head.maxima, head.argmax, self.row_sums(head)
-
     def row_sums(self, head: "RowHead", intro: "RowHead | None" = None) -> str:
         """The float64 sums of a row (``row_head``: its partial sums), and with ``intro`` those of its pair's
         introduced error (its light row of (a, c), c being B's node recomputed on A's inputs), in one tail (one
@@ -74,7 +59,15 @@ class PairBuilder(StatsBuilder):
 
     def row_head(self, a: str, b: str, shape: tuple, rtol: float, base: str, light: bool = False,
                  sizes: tuple | None = None, extras: bool = True) -> "RowHead":
-        """A row's nodes but its sums (``pair_row``'s arguments): its maxima and argmax, and the terms its sums take."""
+        """The row of the pair (a, b), float32 tensors of the static rank of ``shape``, but its tail (``row_sums``): its
+        maxima (``MAXIMA``, float32 [4]), the flat argmax of |a - b| (int64 [1]) and the partial sums of ``SUMS``
+        (without Σa² when an earlier row of the same ``a`` summed it: the reader takes it from that row); with
+        ``row_sums``, three outputs instead of one row: no Reshape and Cast nodes to assemble it. ``rtol`` 0: no
+        allclose excess (it is max |d|). ``light``: an introduced error's row, whose maxima output is max |d| alone
+        (the module doc): eight passes over the tensor fewer. ``sizes``: the concrete shape for the input shapes the
+        graph is built for, where ``shape`` has symbolic dims: it tells the partial sums' length (float32 up to
+        BLOCK_MAX elements, else float64), never their axes. ``extras`` False: no max relative error, Σ|d| nor
+        argmax (``EXTRAS``, the module doc): the argmax is None."""
         flat = lambda: self.const(np.array([-1], np.int64))  # noqa: E731  (made once, where a row reshapes)
         key = a
         if not shape:  # scalars: as [1]
@@ -142,7 +135,7 @@ class RowHead(NamedTuple):
 
 
 def tail_order(aa: bool, intro: bool, extras: bool) -> list[tuple[str, str]]:
-    """The order of a row's sums (``PairBuilder.pair_row``): (row, ``SUMS`` name) each, row "" the pair's and "i"
+    """The order of a row's sums (``PairBuilder.row_sums``): (row, ``SUMS`` name) each, row "" the pair's and "i"
     its introduced error's; ``aa``: the pair's row summed Σa² (the introduced error's never does: it is the
     pair's)."""
     sq = [("", "dd"), ("", "bb"), *([("", "aa")] if aa else []), *([("i", "dd"), ("i", "bb")] if intro else [])]
