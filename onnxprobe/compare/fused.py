@@ -140,12 +140,11 @@ def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, 
                 types[n.output[0]] = onnx.helper.make_tensor_type_proto(TensorProto.FLOAT, None)
 
     def row(x: str, y: str, shape, rtol: float, k: int, full: bool = True, cone=None) -> list[str]:
-        """Pair ``k``'s three outputs (``PairBuilder.row_head`` and ``row_sums``), named ROW_PREFIX k .max / .arg / .sum, and its two
-        tensors' shapes (SHAPE_PREFIX k a / b: what the run gave them, for the reader to check); with ``cone()`` (B's
+        """Pair ``k``'s three outputs (``PairBuilder.row_head`` and ``row_sums``), named ROW_PREFIX k .max / .arg /
+        .sum, and its two tensors' shapes (SHAPE_PREFIX k a / b: what the run gave them, for the reader to check); with ``cone()`` (B's
         node recomputed on A's inputs, its introduced error: made after the pair's row, as the run then goes, or
-        None) that row's maxima and argmax too, ROW_PREFIX k i.max / i.arg, its sums in the pair's, and c's shape."""
-        if not (_float32(types.get(x)) and _float32(types.get(y))) or shape is None:
-            return []
+        None) that row's maxima and argmax too, ROW_PREFIX k i.max / i.arg, its sums in the pair's, and c's shape.
+        For a pair ``planned`` calls rowable: float32 tensors of a static rank."""
         # for these input shapes (folded ones too: a wrong one costs precision, never the run): the sums' length
         dims = concrete.get(x) or concrete.get(y) or folded.get(x) or folded.get(y)
         dims = tuple(dims) if dims else None
