@@ -344,7 +344,7 @@ def test_served_sides_of_a_file_edited_since_are_refused(tmp_path, cache):
 
 @pytest.mark.parametrize("field,value", [("notes", [1, 2]), ("describe", [1, 2]), ("labels", ["A"]), ("facts", [5, 6]),
                                          ("measured", 7), ("exact", "x"), ("alike", [None]), ("rtols", "x"),
-                                         ("raw", []), ("extras", "yes")])
+                                         ("raw", []), ("extras", "yes"), ("same", ["0"]), ("same", [10**6])])
 def test_entry_with_a_template_of_other_types_is_a_miss(tmp_path, cache, field, value):
     """An entry whose digest holds but whose template's plain fields are not what _remember writes (notes of
     ints: an internal error in the report) is a miss, as runtime.direct's entries are (_meta_fits)."""

@@ -201,7 +201,7 @@ def test_no_cache_flag_of_grad_and_debug(cache, command):
     assert r.exit_code == 0 and list(cache.glob("*.json")), r.output
 
 
-# -- diff: the merged graph of the one-run diff (compare.fused.build_cached) ---------------------------------
+# -- diff: the merged graph of the one-run diff (compare.fused_cache.build_cached) ---------------------------------
 @pytest.fixture()
 def builds(monkeypatch):
     """Counts the merged graphs diff builds."""
@@ -371,6 +371,8 @@ def test_an_edited_plan_entry_is_a_miss(cache, rewrites, edit):
     lambda m: {**m, "raw": {"x": ["a", "b"]}},
     lambda m: {**m, "aname": [1]},
     lambda m: {**m, "notes": "n"},
+    lambda m: {**m, "same": [99999]},
+    lambda m: {**m, "same": "0"},
 ])
 def test_an_edited_diff_entry_is_a_miss(cache, builds, tmp_path, edit):
     import json

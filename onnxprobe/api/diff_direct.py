@@ -31,6 +31,7 @@ from onnxprobe.api.diff_ticket import ENTRY, Prepared, Ticket
 from onnxprobe.compare.diff import assembled, judged
 from onnxprobe.compare.frozen import thaw
 from onnxprobe.compare.fused import read
+from onnxprobe.compare.fused_cache import same_pairs
 from onnxprobe.compare.measure import Measured
 from onnxprobe.compare.sides import Side
 from onnxprobe.runtime import direct, plan_cache
@@ -88,7 +89,7 @@ def _remember(t: Ticket, res) -> None:
         "facts": [res.a.facts(), res.b.facts()],
         "exact": sorted({r.pair.b.name for r in res.results if r.metrics is not None and r.metrics.exact}),
         "alike": sorted(exact[1]) if exact is not None else [],
-        "raw": {str(k): list(v) for k, v in fg.raw.items()}, "extras": bool(fg.extras),
+        "raw": {str(k): list(v) for k, v in fg.raw.items()}, "extras": bool(fg.extras), "same": sorted(fg.same),
     }
     pointed = point_stubs_at(fg.model, files)
     try:
@@ -131,8 +132,11 @@ def _served(t: Ticket, got: Prepared, build):
                            selected_b=f["selected_b"], selected_a=f["selected_a"], tolerance=f["tolerance"],
                            per_tensor=f["per_tensor"])
     raw = {int(k): v for k, v in tp["raw"].items()}
+    same = same_pairs(tp["same"], len(report))
+    if same is None:
+        return None
     fetched = got.pending.run(feeds, meta["outputs"])[0]
-    out = read(fetched, report, raw, 0, plan.rtol_of, plan.tolerance_of, plan.extras)
+    out = read(fetched, report, raw, 0, plan.rtol_of, plan.tolerance_of, plan.extras, same)
     if out.problems or set(out.sums) != set(range(len(report))):
         return None  # a pair handed back to the host (NaN / Inf, a maximum too near its threshold): the normal path
     measured = {k: Measured(s, out.introduced.get(k), in_graph=True) for k, s in out.sums.items()}

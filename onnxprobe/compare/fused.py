@@ -24,6 +24,7 @@ import onnx
 from onnx import TensorProto
 
 from onnxprobe.compare.introduced import cone, copy_cone
+from onnxprobe.compare.same_function import SameFunction
 from onnxprobe.compare.sides import Side
 from onnxprobe.graph.builder import all_names, default_opset, interleave, rename_output
 from onnxprobe.graph.dims_apart import keep_apart_in_place
@@ -35,7 +36,6 @@ from onnxprobe.graph.skeleton import large_constants, large_initializers, skelet
 from onnxprobe.graph.stale_shapes import stale_note, stale_shapes, without_shapes
 from onnxprobe.graph.walk import needed_nodes
 from onnxprobe.match.engine import Pair
-from onnxprobe.runtime import plan_cache
 from onnxprobe.runtime.runners import base as base_runner
 from onnxprobe.stats.pooled import PairSums, pair_sums
 from onnxprobe.types import element_count
@@ -69,6 +69,7 @@ class FusedGraph:
     weights: dict = field(default_factory=dict)  # the merged graph's stubs -> A's and B's own weights (not copied)
     notes: list = field(default_factory=list)  # what the report should say about the build
     extras: bool = True  # the rows hold the max relative error, Σ|a-b| and the argmax (``pair_nodes.EXTRAS``)
+    same: frozenset = frozenset()  # pairs whose B node is A's own computation: no cone, introduced error exact
 
 
 def fusable(a: Side, b: Side) -> str | None:
@@ -96,8 +97,9 @@ def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, 
     introduced error and without extras, 39 with them, Shape nodes included).
     ``skip``: pairs (positions in ``report``) whose shapes differ at run time: left out of the graph, and
     no cone reads A's value of them in place of B's. ``extras`` False: the pairs' rows leave out the max
-    relative error, Σ|a-b| nor the argmax (``pair_nodes.EXTRAS``; read as 0 and -1, which the caller does not report). Raises
-    NotMergeable when the models cannot share a graph."""
+    relative error, Σ|a-b| nor the argmax (``pair_nodes.EXTRAS``; read as 0 and -1, which the caller does not report).
+    A pair whose B node is A's own computation (``compare.same_function``) gets no cone: its introduced error is
+    exact (``FusedGraph.same``). Raises NotMergeable when the models cannot share a graph."""
     # both graphs without their big weights: the merged graph's stubs read A's and B's own (``weights``),
     # so two 1 GB models are not copied into a 2 GB third one (nor serialised) to be compared
     merged, aname, bname = side_by_side(skeleton(a.runner.model, constants=True), skeleton(b.runner.model, constants=True),
@@ -138,6 +140,8 @@ def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, 
         if n.op_type == "DequantizeLinear" and len(n.input) > 1 and n.output and n.output[0] not in types:
             if scales.get(n.input[1]) == TensorProto.FLOAT:
                 types[n.output[0]] = onnx.helper.make_tensor_type_proto(TensorProto.FLOAT, None)
+    own = SameFunction(producer, known, {i.name: i for i in g.initializer}, weights, types)
+    same: set[int] = set()
 
     def row(x: str, y: str, shape, rtol: float, k: int, full: bool = True, cone=None) -> list[str]:
         """Pair ``k``'s three outputs (``PairBuilder.row_head`` and ``row_sums``), named ROW_PREFIX k .max / .arg /
@@ -176,13 +180,17 @@ def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, 
     in_main = [k for k in range(len(report)) if k not in skip and report[k].a.probe in aname and report[k].b.probe in bname]
     for k, (p, x, y, shape, rowable) in sorted(((k, planned(k)) for k in in_main), key=lambda e: e[1][4]):
         sx, sy = sizes.get(x), sizes.get(y)
+        recompute = introduced and p.b.kind == "float"  # B's node fed A's inputs, unless it is A's own
+        if recompute and own.same(y, x):
+            same.add(k)
+            recompute = False
         # small, or of a size nobody can tell and no row for it (integers, masks): the host path would
         # fetch it whole anyway, in runs of its own; here it comes out of the one run
         n = (sx + sy) if sx is not None and sy is not None else (None if rowable or sx or sy else 2 * each)
         if n is not None and n <= 2 * each and used + 2 * n <= total and total:  # room for B's recomputed one too
             used += n
             raw[k] = [x, y]
-            c = _cone_output(g, pb, y, k, known, producer, inits, order, types) if introduced and p.b.kind == "float" else None
+            c = _cone_output(g, pb, y, k, known, producer, inits, order, types) if recompute else None
             if c is not None:
                 raw[k].append(c)
                 used += sy if sy is not None else each
@@ -192,8 +200,8 @@ def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, 
         if not rowable:  # not float32, no static rank: measured on the host
             continue
 
-        def cone(p=p, y=y, k=k) -> str | None:  # B's node recomputed on A's inputs: its introduced error
-            if not (introduced and p.b.kind == "float"):
+        def cone(y=y, k=k, recompute=recompute) -> str | None:  # B's node recomputed on A's inputs: its introduced error
+            if not recompute:
                 return None
             c = _cone_output(g, pb, y, k, known, producer, inits, order, types)
             if c is not None:
@@ -206,58 +214,13 @@ def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, 
     interleave(g, original)
     del g.output[:]
     g.output.extend(onnx.ValueInfoProto(name=o) for o in outputs)
-    return FusedGraph(merged, outputs, aname, bname, raw, weights, notes, extras)
+    return FusedGraph(merged, outputs, aname, bname, raw, weights, notes, extras, frozenset(same))
 
 
 def merged_weights(a: Side, b: Side) -> dict:
     """The merged graph's stub names -> the tensors of A's and B's models they stand for."""
     return {prefix + name: t for prefix, m in ((PREFIX_A, a.runner.model), (PREFIX_B, b.runner.model))
             for name, t in [*((t.name, t) for t in large_initializers(m)), *large_constants(m).items()]}
-
-
-def build_cached(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, introduced: bool,
-                 input_shapes: dict | None = None, skip: frozenset[int] = frozenset(), extras: bool = True) -> FusedGraph:
-    """``build``, or what it built before for the same two models (their skeletons: graphs, small
-    constants, the dequantizations onnxprobe added), pairs, criteria and introduced flag, from the disk
-    cache of ``runtime.plan_cache`` (``--no-cache`` skips it): the second diff of a pair of models does not
-    build the merged graph again (on PP-OCRv4 det, 1.9 s of 9). A graph without ``extras`` has a key of
-    its own (a full request is never served one)."""
-    if not plan_cache.enabled(a.runner.config.cache and b.runner.config.cache):
-        return build(a, b, report, by_b, rtol_of, introduced, input_shapes, skip, extras)
-    ma, mb = a.runner.model, b.runner.model
-    k = plan_cache.key_of({"fused": [plan_cache.structure(ma), plan_cache.structure(mb)], "introduced": introduced,
-                           "pairs": [[p.a.probe, p.b.probe, p.b.kind, rtol_of(p)] for p in report],
-                           "known": sorted([x, q.a.probe] for x, q in by_b.items()), "small": list(base_runner.SMALL_PAIRS_ON_HOST),
-                           "inputs": {n: list(v) for n, v in sorted((input_shapes or {}).items())}, "skip": sorted(skip),
-                           **({} if extras else {"extras": False})})  # a full graph's key as before extras
-    weights = merged_weights(a, b)
-    hit = plan_cache.load_entry(k, weights, restore=False)
-    got = _from_entry(hit, len(report), weights, extras) if hit is not None and hit[1].get("kind") == "fused" else None
-    if got is not None:
-        return got
-    fg = build(a, b, report, by_b, rtol_of, introduced, input_shapes, skip, extras)
-    if fg.model is not None:
-        plan_cache.store_entry(k, fg.model, {"kind": "fused", "outputs": fg.outputs, "aname": fg.aname,
-                                             "bname": fg.bname, "raw": fg.raw, "notes": fg.notes,
-                                             **({} if extras else {"extras": False})})
-    return fg
-
-
-def _from_entry(hit, pairs: int, weights: dict, extras: bool = True) -> FusedGraph | None:
-    """The FusedGraph of a cache entry, or None (a miss) when the entry is not one ``build_cached`` could
-    have written for ``pairs`` pairs: a damaged or edited entry is rebuilt, not a KeyError at the run."""
-    model, meta = hit
-    outputs, aname, bname, raw, notes = (meta.get(f) for f in ("outputs", "aname", "bname", "raw", "notes"))
-    if meta.get("extras", True) is not extras:  # rows of another layout than the reader expects
-        return None
-    names = {o.name for o in model.graph.output}
-    if not (plan_cache.strings(outputs) and set(outputs) <= names and plan_cache.strings(notes or [])
-            and all(isinstance(m, dict) and all(isinstance(x, str) and isinstance(y, str) for x, y in m.items())
-                    for m in (aname, bname))
-            and isinstance(raw, dict) and all(q.isascii() and q.isdigit() and int(q) < pairs and plan_cache.strings(v) and 2 <= len(v) <= 3
-                                              and set(v) <= names for q, v in raw.items())):
-        return None
-    return FusedGraph(model, outputs, aname, bname, {int(q): v for q, v in raw.items()}, weights, notes or [], extras)
 
 
 SUBNORMAL_SQUARES = 1e-30  # a largest square below this: float32 sums of squares lose digits (host float64)
@@ -273,17 +236,17 @@ def run(a: Side, fg: FusedGraph, feeds: dict, report: list[Pair], sample: int = 
     if fg.model is None:
         return Fused()
     got, _ = a.any_runner.execute(fg.model, feeds, fg.outputs, key=key, weights=fg.weights)
-    return read(got, report, fg.raw, sample, rtol_of, tolerance_of, fg.extras)
+    return read(got, report, fg.raw, sample, rtol_of, tolerance_of, fg.extras, fg.same)
 
 
 def read(got: dict, report: list[Pair], raw: dict, sample: int = 0, rtol_of=None, tolerance_of=None,
-         extras: bool = True) -> Fused:
+         extras: bool = True, same: frozenset = frozenset()) -> Fused:
     """What a run of a merged graph measured, from its outputs ``got``: the rows of ``report``'s pairs and the
-    small ones taken raw (``raw``: ``FusedGraph.raw``); ``run`` documents the rest (a served diff reads its run
-    with this too: ``api.diff_direct``)."""
+    small ones taken raw (``raw``: ``FusedGraph.raw``), the pairs of ``same`` (``FusedGraph.same``) with an exact
+    introduced error; ``run`` documents the rest (a served diff reads its run with this too: ``api.diff_direct``)."""
     out = Fused()
-    _read(got, report, sample, out, tolerance_of, extras)
-    _read_raw(got, raw, report, sample, out, rtol_of or (lambda p: 0.0))
+    _read(got, report, sample, out, tolerance_of, extras, same)
+    _read_raw(got, raw, report, sample, out, rtol_of or (lambda p: 0.0), same)
     return out
 
 
@@ -327,7 +290,8 @@ def _prune(g: onnx.GraphProto, outputs: list[str]) -> None:
     g.output.extend(onnx.ValueInfoProto(name=o) for o in outputs)
 
 
-def _read_raw(got: dict, raw: dict[int, list[str]], report: list[Pair], sample: int, out: Fused, rtol_of) -> None:
+def _read_raw(got: dict, raw: dict[int, list[str]], report: list[Pair], sample: int, out: Fused, rtol_of,
+              same: frozenset = frozenset()) -> None:
     """The small pairs: their values, summed on the host (``stats.pooled.pair_sums``, as the host path)."""
     for k, names in raw.items():
         va, vb = (got.get(t) for t in names[:2])
@@ -341,6 +305,8 @@ def _read_raw(got: dict, raw: dict[int, list[str]], report: list[Pair], sample: 
         vc = got.get(names[2]) if len(names) > 2 else None
         if vc is not None and np.shape(vc) == np.shape(va):
             out.introduced[k] = pair_sums(va, vc, rtol, sample, light=True)
+        elif k in same:  # B's node is A's own: what its cone would give is A's tensor
+            out.introduced[k] = pair_sums(va, va, rtol, sample, light=True)
 
 
 def profile(a: Side, fg: FusedGraph, feeds: dict, report: list[Pair], out: Fused) -> None:
@@ -404,7 +370,8 @@ def _cone_output(g, pb: PairBuilder, target: str, k: int, known: dict[str, str],
     return prefix + target
 
 
-def _read(got: dict, report: list[Pair], sample: int, out: Fused, tolerance_of=None, extras: bool = True) -> None:
+def _read(got: dict, report: list[Pair], sample: int, out: Fused, tolerance_of=None, extras: bool = True,
+          same: frozenset = frozenset()) -> None:
     for k in range(len(report)):
         rows = _rows(got, f"{ROW_PREFIX}{k}", extras=extras)
         if rows is None:
@@ -421,7 +388,12 @@ def _read(got: dict, report: list[Pair], sample: int, out: Fused, tolerance_of=N
         if near is not None and near(r["max_abs"], r["b_absmax"], r["excess"], r["max_rel"]):
             continue  # the host's float64 excess or quotient decides the verdict
         out.sums[k] = m
-        if ri is not None and tuple(int(d) for d in got[f"{SHAPE_PREFIX}{k}i"]) == sa:
+        if ri is None and k in same:  # B's node is A's own: the row its cone would give, c = a
+            ri = {**dict.fromkeys(MAXIMA, 0.0), "argmax": 0 if extras else -1, "dd": 0.0, "aa": r["aa"], "bb": r["aa"],
+                  "sum_abs": 0.0}
+        elif ri is not None and tuple(int(d) for d in got[f"{SHAPE_PREFIX}{k}i"]) != sa:
+            ri = None
+        if ri is not None:
             mi = _sums(ri, sa, sample, light=True)
             if mi is not None:
                 out.introduced[k] = mi
@@ -485,4 +457,4 @@ def _sums(v: dict, shape: tuple[int, ...], sample: int, light: bool = False) -> 
                         bb=v["bb"], ab=ab, light=light)
 
 
-__all__ = ["Fused", "FusedGraph", "fusable", "build", "build_cached", "run", "runtime_shapes", "profile", "NotMergeable"]
+__all__ = ["Fused", "FusedGraph", "fusable", "build", "merged_weights", "read", "run", "runtime_shapes", "profile", "NotMergeable"]
