@@ -372,7 +372,7 @@ from onnxprobe.runtime import direct
 seen = []
 orig = direct.Pending.__init__
 def init(self, *a, **k):
-    seen.append("onnx" in sys.modules)
+    seen.append(("onnx" in sys.modules, "rich.console" in sys.modules))
     orig(self, *a, **k)
 direct.Pending.__init__ = init
 from onnxprobe.cli.main import app
@@ -387,8 +387,9 @@ sys.exit(code)
 
 def test_cli_served_diff_starts_its_session_before_onnx_is_imported(tmp_path, cache):
     """The second `onnxprobe diff` prepares its entry and starts the merged graph's session (runtime.direct.Pending)
-    before onnx and the comparison code are imported (api.diff_lean): those imports overlap the session's build.
-    A heavy import put back on the command's way to api.diff would start the session after them."""
+    before onnx, the comparison code and the report's renderer (Rich's console) are imported (api.diff_lean,
+    report.columns): those imports overlap the session's build. A heavy import put back on the command's way to
+    api.diff would start the session after them."""
     import subprocess
     import sys
     from pathlib import Path
@@ -403,7 +404,7 @@ def test_cli_served_diff_starts_its_session_before_onnx_is_imported(tmp_path, ca
         runs.append(p)
     assert runs[0].returncode == runs[1].returncode and runs[0].stdout == runs[1].stdout
     started = [ln for ln in runs[1].stderr.splitlines() if ln.startswith("SESSIONS-STARTED")]
-    assert started == ["SESSIONS-STARTED [False]"], runs[1].stderr[-2000:]
+    assert started == ["SESSIONS-STARTED [(False, False)]"], runs[1].stderr[-2000:]
     assert "SESSIONS-STARTED []" in runs[0].stderr  # the first run: no entry, nothing prepared (a merged graph's own session)
 
 

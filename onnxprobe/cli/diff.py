@@ -136,7 +136,11 @@ def diff(
     """
     from onnxprobe import api
     from onnxprobe.errors import UsageError
-    from onnxprobe.report.diff import COLUMNS, JUDGED_COLUMNS, PROBLEM, PROFILE_COLUMNS, diff_dict, diff_renderables
+    # the report's columns, not its renderer (Rich): a repeated diff imports that while its session builds (api.diff_lean)
+    from onnxprobe.report.columns import DIFF_COLUMNS as COLUMNS
+    from onnxprobe.report.columns import DIFF_JUDGED_COLUMNS as JUDGED_COLUMNS
+    from onnxprobe.report.columns import DIFF_PROBLEM as PROBLEM
+    from onnxprobe.report.columns import DIFF_PROFILE_COLUMNS as PROFILE_COLUMNS
     from onnxprobe.report.io import in_cli_words
     from onnxprobe.report.progress import Progress
     from onnxprobe.text import as_word
@@ -214,6 +218,8 @@ def diff(
                            inputs=spec_in, tolerance=base, per_tensor=per, user_map=user_map, max_memory=max_mem,
                            progress=progress.update, fp32_sensitivity=fp32_sensitivity, fuse=not separate_runs,
                            extras=not light_metrics(json_, html, netron, view), **({"profile": True} if profile else {}))
+    from onnxprobe.report.diff import diff_dict, diff_renderables
+
     notes(res.notes)
     order = api.sort_results(res.results, sort)
     data = in_cli_words(diff_dict(res, order))  # the criterion and verdict in the command line's words (errors.said)

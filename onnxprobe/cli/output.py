@@ -12,8 +12,6 @@ from typing import Callable, Iterable
 
 from onnxprobe.errors import cli_words, command_line_words, writing_as
 from onnxprobe.report import io as report_io
-from onnxprobe.report.console import stdout_console, to_devnull
-from onnxprobe.report.render import print_items
 from onnxprobe.report.table import Table, present
 from onnxprobe.text import MAX_LINE, clean, one_line
 
@@ -110,6 +108,8 @@ def wrote(path: Path | str | None, what: str) -> None:
 def reader_gone() -> None:
     """The reader of stdout has gone (``| head``): what is left goes to /dev/null, so that the command
     ends as it would have (its exit code, its files), with no error about output nobody reads."""
+    from onnxprobe.report.console import to_devnull
+
     to_devnull(sys.stdout)
 
 
@@ -140,6 +140,9 @@ def _show(renderables: Iterable, view=None) -> None:
     items = list(renderables)
     if view is not None:
         items = present(items, wide=view.wide, columns=list(view.columns), fmt=view.format)
+    from onnxprobe.report.console import stdout_console
+    from onnxprobe.report.render import print_items
+
     print_items(stdout_console(wide), items)
 
 
@@ -162,6 +165,8 @@ def emit(data: dict, json_path: Path | None, render: Callable[[int], list], view
             report_io.write_json(data, json_path)
         wrote(json_path, "the report as JSON")
     if json_path is None or str(json_path) != "-":
+        from onnxprobe.report.console import stdout_console
+
         with command_line_words():  # the table's words that name settings: the flags (errors.report_voice)
             show(render(stdout_console(bool(view and view.wide)).width), view)
 
@@ -208,6 +213,8 @@ def exit_for(verdict: str, why: str) -> None:
 
 
 def stdout_width() -> int:
+    from onnxprobe.report.console import stdout_console
+
     return stdout_console().width
 
 

@@ -9,9 +9,10 @@ from rich.text import Text
 from onnxprobe import __version__
 from onnxprobe.errors import report_voice
 from onnxprobe.report.cells import cells, ljust
+from onnxprobe.report.columns import DIFF_COLUMNS, DIFF_JUDGED_COLUMNS, DIFF_PROBLEM, DIFF_PROFILE_COLUMNS
 from onnxprobe.report.console import phrased
 from onnxprobe.report.format import finite as finite_number, json_float, json_word, num, num_or_word, op, safe, shape, shorten
-from onnxprobe.report.table import Column, Table
+from onnxprobe.report.table import Table
 from onnxprobe.report.wrap import phrase_wrap
 from onnxprobe.stats.metrics import json_sqnr
 from onnxprobe.types import MAP, UNPAIRED
@@ -172,20 +173,7 @@ def sparkline(values: list[float | None], cap: float = 140.0, room: int | None =
     return "".join(out)
 
 
-COLUMNS = [
-    Column("index", "#", "right", head=True), Column("tensor", "tensor", name=True), Column("op", "op", head=True),
-    Column("match", "match", head=True), Column("shape", "shape", head=True), Column("max_abs", "max|a-b|", "right"),
-    Column("cosine", "cosine", "right"), Column("sqnr_db", "SQNR dB", "right"),
-    Column("introduced_sqnr_db", "intro dB", "right"), Column("pass", "pass"),
-]
-# --profile: the kernel times of A's and of B's producer (report.profile)
-PROFILE_COLUMNS = [Column("kernel_ms_a", "A ms", "right"), Column("kernel_ms_b", "B ms", "right")]
-# CSV and JSON rows only (``Table.data``), last: why a pair was not compared (an empty tensor, shapes that
-# differ at run time, an If branch not run), which the table's "n/a" and notes say; blank when compared
-PROBLEM = Column("problem", "problem")
-# the metrics a criterion can judge that the columns above do not show: shown when a pair is judged by one
-JUDGED_COLUMNS = {"mean_abs": Column("mean_abs", "mean|a-b|", "right"), "rmse": Column("rmse", "RMSE", "right"),
-                  "max_rel": Column("max_rel", "max rel", "right")}
+COLUMNS, PROFILE_COLUMNS, PROBLEM, JUDGED_COLUMNS = DIFF_COLUMNS, DIFF_PROFILE_COLUMNS, DIFF_PROBLEM, DIFF_JUDGED_COLUMNS
 
 
 def first_failing_row(d: dict) -> int | None:

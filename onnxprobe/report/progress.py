@@ -10,12 +10,10 @@ the line's end: the count went first)."""
 
 from __future__ import annotations
 
+import sys
 from functools import cache
 
-from rich.text import Text
-
 from onnxprobe.report.cells import cells
-from onnxprobe.report.console import stderr_console
 from onnxprobe.report.format import shorten
 from onnxprobe.text import clean
 
@@ -31,6 +29,7 @@ def _eta_class():
     """``EtaColumn``, made when a bar is first drawn: rich.progress is imported only then (~10 ms that
     a command whose stderr is not a terminal never needs)."""
     from rich.progress import TimeRemainingColumn
+    from rich.text import Text
 
     class EtaColumn(TimeRemainingColumn):
         """The time left, shown once the task has run for ETA_AFTER seconds (an estimate from the first
@@ -50,6 +49,7 @@ def _text_class():
     """``TextColumn`` formats its text with ``str.format`` and reads it as markup: a file name holding
     '{' or '[reverse]' broke or restyled the line. This one shows a ``Text`` as it is."""
     from rich.progress import ProgressColumn
+    from rich.text import Text
 
     class FixedColumn(ProgressColumn):
         def __init__(self, text: Text):
@@ -100,16 +100,25 @@ class Progress:
         # once: ``clean`` doubles backslashes, so escaping an escaped label again showed b\\x07el for b<bell>el
         self.label = label
         self.unit = clean(unit)
-        self.console = stderr_console()
+        self._console = None  # Rich's, made when first needed: not at all where stderr is no terminal
         self.bar = None  # a rich.progress.Progress, once there is a count to show
         self.task = None
         self.status = None
 
     @property
+    def console(self):
+        if self._console is None:
+            from onnxprobe.report.console import stderr_console
+
+            self._console = stderr_console()
+        return self._console
+
+    @property
     def shown(self) -> bool:
         """Only on a real terminal: rich's is_terminal is also true under FORCE_COLOR (which asks for colour,
-        not for a spinner's cursor codes in a CI log)."""
-        isatty = getattr(self.console.file, "isatty", None)
+        not for a spinner's cursor codes in a CI log). stderr is looked at first, so that a command whose stderr
+        is a pipe or a file never imports Rich for its progress (30-50 ms)."""
+        isatty = getattr(sys.stderr if self._console is None else self.console.file, "isatty", None)
         try:
             return bool(isatty and isatty()) and self.console.is_terminal
         except ValueError:  # a closed file
@@ -118,6 +127,8 @@ class Progress:
     def __enter__(self) -> "Progress":
         if self.shown:
             room = max(self.console.width - 4, LABEL_MIN)  # the spinner, its space, the '…', a spare cell
+            from rich.text import Text
+
             self.status = self.console.status(Text(shorten(self.label, room) + "…"), spinner="dots")
             self.status.__enter__()
         return self
@@ -136,6 +147,7 @@ class Progress:
                 self.status.__exit__(None, None, None)
                 self.status = None
             from rich.progress import BarColumn, MofNCompleteColumn, Progress as Bar, SpinnerColumn, TimeElapsedColumn
+            from rich.text import Text
 
             label, bar, time, eta = bar_layout(self.label, self.unit, total, self.console.width)
             fixed = _text_class()

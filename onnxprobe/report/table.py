@@ -29,13 +29,12 @@ import io
 import math
 import re
 from dataclasses import dataclass
-
-from rich.console import Console, ConsoleOptions, RenderResult
+from typing import TYPE_CHECKING
 
 from onnxprobe.errors import UsageError, setting_error
 from onnxprobe.report import cells as cl
+from onnxprobe.report.columns import Column  # noqa: F401 (of the reports: a table's columns)
 from onnxprobe.report import widths as wd
-from onnxprobe.report.console import Lines
 from onnxprobe.report.format import json_word
 from onnxprobe.report.format import shape as fmt_shape
 from onnxprobe.report.names import shorten_names
@@ -45,26 +44,15 @@ from onnxprobe.report.wrap import fold as _fold
 from onnxprobe.report.wrap import wrap as _wrap
 from onnxprobe.text import as_word, clean
 
+if TYPE_CHECKING:  # Rich is imported where a table is first drawn (report.columns)
+    from rich.console import Console, ConsoleOptions, RenderResult
+
 NAME_MIN = 20
 NAME_FLOOR = 12  # no name column is ever narrower (unless its names are shorter)
 WRAP_MIN = 30  # a name column is not shortened below this in the one-line layout
 INDENT = 4  # of the second line of a two-line row
 FORMATS = ("table", "csv", "markdown", "json")
 FORMAT, COLUMNS = ("format", "--format"), ("columns", "--columns")  # as api.text and the command line name them
-
-
-@dataclass(frozen=True)
-class Column:
-    key: str  # what --columns and the CSV/JSON header call it
-    header: str  # what the table shows
-    justify: str = "left"  # "left" | "right"
-    name: bool = False  # a tensor or node name: shortened to share the width the other columns leave
-    head: bool = False  # on the first line when a row takes two lines (name columns always are)
-    wrap: bool = False  # long text (the last column only): folds onto more lines instead of being cut
-    # the cells leave out what the column of this key shows (a tensor name without its node's name as prefix):
-    # when --columns drops that column, the cells show the whole value instead
-    beside: str | None = None
-    stat: bool = False  # a statistic: a row without values ("not run") says so in the first such column kept
 
 
 @dataclass
@@ -361,6 +349,8 @@ class Table:
         return out
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        from onnxprobe.report.console import Lines
+
         yield Lines(self.lines(options.max_width))
 
 
