@@ -151,3 +151,37 @@ def test_same_bytes_is_bitwise():
     ext.CopyFrom(t)
     ext.data_location = TensorProto.EXTERNAL
     assert not same_bytes(t, ext)
+
+
+def _two_matmuls(path, w0: np.ndarray, w: np.ndarray) -> str:
+    """x -> MatMul(w0) -> h0 -> MatMul(w) -> h -> Relu -> y: w (5,120 elements) a stub in the merged graph."""
+    nodes = [helper.make_node("MatMul", ["x", "w0"], ["h0"], name="mm0"), helper.make_node("MatMul", ["h0", "w"], ["h"], name="mm"),
+             helper.make_node("Relu", ["h"], ["y"], name="act")]
+    g = helper.make_graph(nodes, "m", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, w0.shape[0]])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, w.shape[1]])],
+                          initializer=[numpy_helper.from_array(w0, "w0"), numpy_helper.from_array(w, "w")])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), str(path))
+    return str(path)
+
+
+@pytest.mark.parametrize("small", [True, False], ids=["raw", "rows"])
+def test_an_entry_made_when_a_big_weight_was_equal_is_not_read_once_it_differs(tmp_path, monkeypatch, small):
+    """The plan cache's key holds the skeletons, not the big weights, which ``same`` compared: B re-exported with
+    the same graph and another weight of its second MatMul (A's own before) is measured, not read as exact."""
+    monkeypatch.setenv("ONNXPROBE_CACHE_DIR", str(tmp_path / "cache"))
+    if not small:
+        monkeypatch.setattr(base_runner, "SMALL_PAIRS_ON_HOST", (0, 0))
+    rng = np.random.default_rng(4)
+    w0, w = (rng.standard_normal(s).astype(np.float32) for s in ((80, 80), (80, 64)))
+    v0 = (w0 * 1.01).astype(np.float32)  # h0 differs on both B's: h reads inexact values
+    a = _two_matmuls(tmp_path / "a.onnx", w0, w)
+    b1 = _two_matmuls(tmp_path / "b1.onnx", v0, w)
+    b2 = _two_matmuls(tmp_path / "b2.onnx", v0, (w * 1.01).astype(np.float32))
+    kw = dict(selection=ALL, inputs=api.InputSpec(seed=3))
+    first = {r.pair.a.name: r.introduced for r in api.diff(a, b1, config=api.RunConfig(device="cpu"), **kw).results}
+    assert first["h"].exact
+    got = {r.pair.a.name: r.introduced for r in api.diff(a, b2, config=api.RunConfig(device="cpu"), **kw).results}
+    want = {r.pair.a.name: r.introduced for r in _diff(a, b2, fuse=False).results}
+    assert not want["h"].exact
+    assert not got["h"].exact and got["h"].sqnr_db == pytest.approx(want["h"].sqnr_db, abs=1e-4)
+    assert got["y"].exact and want["y"].exact
