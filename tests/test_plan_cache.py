@@ -373,6 +373,9 @@ def test_an_edited_plan_entry_is_a_miss(cache, rewrites, edit):
     lambda m: {**m, "notes": "n"},
     lambda m: {**m, "same": [99999]},
     lambda m: {**m, "same": "0"},
+    lambda m: {**m, "same_weights": "x"},
+    lambda m: {**m, "same_weights": [["onnxprobe.b/nosuch", "onnxprobe.a/nosuch"]]},
+    lambda m: {k: v for k, v in m.items() if k != "same_weights"},  # an entry of the build before
 ])
 def test_an_edited_diff_entry_is_a_miss(cache, builds, tmp_path, edit):
     import json

@@ -70,6 +70,7 @@ class FusedGraph:
     notes: list = field(default_factory=list)  # what the report should say about the build
     extras: bool = True  # the rows hold the max relative error, Σ|a-b| and the argmax (``pair_nodes.EXTRAS``)
     same: frozenset = frozenset()  # pairs whose B node is A's own computation: no cone, introduced error exact
+    same_weights: list = field(default_factory=list)  # the [B, A] stubs of equal bytes ``same`` relied on (fused_cache)
 
 
 def fusable(a: Side, b: Side) -> str | None:
@@ -214,7 +215,8 @@ def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, 
     interleave(g, original)
     del g.output[:]
     g.output.extend(onnx.ValueInfoProto(name=o) for o in outputs)
-    return FusedGraph(merged, outputs, aname, bname, raw, weights, notes, extras, frozenset(same))
+    return FusedGraph(merged, outputs, aname, bname, raw, weights, notes, extras, frozenset(same),
+                      sorted([yb, xa] for yb, xa in own.relied))
 
 
 def merged_weights(a: Side, b: Side) -> dict:

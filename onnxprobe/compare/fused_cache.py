@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from onnxprobe.compare import fused
 from onnxprobe.compare.fused import FusedGraph, merged_weights
+from onnxprobe.compare.same_function import same_bytes
 from onnxprobe.compare.sides import Side
 from onnxprobe.match.engine import Pair
 from onnxprobe.runtime import plan_cache
 from onnxprobe.runtime.runners import base as base_runner
 
-__all__ = ["build_cached", "same_pairs"]
+__all__ = ["build_cached", "same_pairs", "still_same"]
 
 
 def build_cached(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, introduced: bool,
@@ -37,6 +38,7 @@ def build_cached(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rt
     if fg.model is not None:
         plan_cache.store_entry(k, fg.model, {"kind": "fused", "outputs": fg.outputs, "aname": fg.aname,
                                              "bname": fg.bname, "raw": fg.raw, "notes": fg.notes, "same": sorted(fg.same),
+                                             "same_weights": fg.same_weights,
                                              **({} if extras else {"extras": False})})
     return fg
 
@@ -45,7 +47,8 @@ def _from_entry(hit, pairs: int, weights: dict, extras: bool = True) -> FusedGra
     """The FusedGraph of a cache entry, or None (a miss) when the entry is not one ``build_cached`` could
     have written for ``pairs`` pairs: a damaged or edited entry is rebuilt, not a KeyError at the run."""
     model, meta = hit
-    outputs, aname, bname, raw, notes, same = (meta.get(f) for f in ("outputs", "aname", "bname", "raw", "notes", "same"))
+    outputs, aname, bname, raw, notes, same, relied = (meta.get(f) for f in ("outputs", "aname", "bname", "raw", "notes", "same",
+                                                                             "same_weights"))
     if meta.get("extras", True) is not extras:  # rows of another layout than the reader expects
         return None
     names = {o.name for o in model.graph.output}
@@ -54,10 +57,18 @@ def _from_entry(hit, pairs: int, weights: dict, extras: bool = True) -> FusedGra
                     for m in (aname, bname))
             and isinstance(raw, dict) and all(q.isascii() and q.isdigit() and int(q) < pairs and plan_cache.strings(v) and 2 <= len(v) <= 3
                                               and set(v) <= names for q, v in raw.items())
-            and same_pairs(same, pairs) is not None):
+            and same_pairs(same, pairs) is not None and still_same(relied, weights)):
         return None
     return FusedGraph(model, outputs, aname, bname, {int(q): v for q, v in raw.items()}, weights, notes or [], extras,
-                      same_pairs(same, pairs))
+                      same_pairs(same, pairs), relied)
+
+
+def still_same(relied, weights: dict) -> bool:
+    """Whether the stubs of equal bytes an entry's ``same`` pairs relied on (``FusedGraph.same_weights``: [B, A] names)
+    still hold equal bytes in ``weights``, the models' own: the key holds the skeletons, not the big weights, and B
+    re-exported with the same graph and another weight where it was A's must not read A's own computation there."""
+    return (isinstance(relied, list) and all(isinstance(r, list) and len(r) == 2 and plan_cache.strings(r) for r in relied)
+            and all(r[0] in weights and r[1] in weights and same_bytes(weights[r[0]], weights[r[1]]) for r in relied))
 
 
 def same_pairs(same, pairs: int) -> frozenset[int] | None:

@@ -33,10 +33,14 @@ class SameFunction:
     computed from, in a merged graph (``graph.merge.side_by_side``). ``producer``: tensor -> node; ``known``: B's
     matched tensors -> A's (where cones stop, ``compare.fused``); ``inits``: the initializers by name; ``weights``:
     the stubs' tensors by name (``graph.skeleton``); ``types``: the tensors' types, by which a cone casts an A
-    tensor of another element type (then no longer A's own input)."""
+    tensor of another element type (then no longer A's own input). ``relied``: the (B, A) stubs found of the same bytes
+    behind a ``same`` that held: a cache keyed on the skeletons (``compare.fused_cache``) checks them again, the
+    key holding no weight."""
 
     def __init__(self, producer: dict, known: dict[str, str], inits: dict[str, TensorProto], weights: dict, types: dict):
         self.producer, self.known, self.inits, self.weights, self.types = producer, known, inits, weights, types
+        self.relied: set[tuple[str, str]] = set()
+        self._stubs: set[tuple[str, str]] = set()
 
     def same(self, b: str, a: str) -> bool:
         nb, na = self.producer.get(b), self.producer.get(a)
@@ -44,7 +48,11 @@ class SameFunction:
             return False
         memo: dict[tuple[int, int], bool] = {}
         budget = [MAX_CONE_NODES]
-        return self._node(nb, na, b, a, memo, budget)
+        self._stubs = set()
+        got = self._node(nb, na, b, a, memo, budget)
+        if got:
+            self.relied |= self._stubs
+        return got
 
     def _tensor(self, yb: str, xa: str, memo: dict, budget: list) -> bool:
         if not yb or not xa:  # an optional input left out: on both sides
@@ -55,7 +63,10 @@ class SameFunction:
             return yb not in self.producer
         vb, va = self._value(yb), self._value(xa)
         if vb is not None or va is not None:
-            return vb is not None and va is not None and same_bytes(vb, va)
+            got = vb is not None and va is not None and same_bytes(vb, va)
+            if got and (self._stub(yb) or self._stub(xa)):  # bytes a skeleton's key does not hold
+                self._stubs.add((yb, xa))
+            return got
         nb, na = self.producer.get(yb), self.producer.get(xa)
         return nb is not None and na is not None and self._node(nb, na, yb, xa, memo, budget)
 
@@ -75,6 +86,13 @@ class SameFunction:
         want, have = self.types.get(yb), self.types.get(xa)
         return (want is not None and have is not None and want.HasField("tensor_type") and have.HasField("tensor_type")
                 and want.tensor_type.elem_type != have.tensor_type.elem_type)
+
+    def _stub(self, name: str) -> bool:
+        t = self.inits.get(name)
+        if t is None:
+            n = self.producer.get(name)
+            t = next((x.t for x in n.attribute if x.name == "value" and x.type == onnx.AttributeProto.TENSOR), None) if n else None
+        return t is not None and is_stub(t)
 
     def _value(self, name: str) -> TensorProto | None:
         """The constant a tensor holds: an initializer's, or a Constant node's ``value`` (a stub's own tensor)."""
