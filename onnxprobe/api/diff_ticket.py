@@ -89,7 +89,8 @@ def prepare(t: Ticket) -> Prepared | None:
     except Exception:  # noqa: BLE001 - the normal path runs, and says what fails in its words
         return None
     pending = direct.start_skeleton(skel, weights, t.config.opt_level)
-    try:  # drawn while the session builds (numpy.random's import and the draw: 0.01 s on PP-OCRv4 det)
+    try:  # while the session builds: what the caller left to do meanwhile (direct.while_building), and the inputs
+        direct.meanwhile()  # drawn (numpy.random's import and the draw: 0.01 s on PP-OCRv4 det)
         feeds = draw([(n, d, tuple(s)) for n, d, s in meta["recipe"]], meta["seed"], tuple(meta["int_range"]))
     except BaseException as e:
         pending.close()

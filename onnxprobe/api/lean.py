@@ -18,6 +18,9 @@ import stat
 from onnxprobe.runtime import direct, plan_cache
 from onnxprobe.types import InputSpec, Model, ProbePlan, ProbeResult, Progress, RunConfig, RunInfo, Selection
 
+# what a front end does on its thread while a repeated request's session builds (its report's imports)
+while_building = direct.while_building
+
 __all__ = ["layers"]
 
 

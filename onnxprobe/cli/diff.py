@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -211,13 +212,16 @@ def diff(
                                 inputs=spec_in, tolerance=base, per_tensor=per, user_map=user_map, max_memory=max_mem,
                                 progress=progress.update)
         else:
-            res = api.diff(model, reference, vs_device=vs_device, vs_opt_level=vs_opt_level, vs_reference=vs_reference,
-                           vs_npz=vs_npz, vs_torch=vs_torch, runtime=runtime, vs_runtime=vs_runtime,
-                           runtime_options=api.parse_runtime_options(runtime_option), selection=selection,
-                           config=api.RunConfig(device=device, opt_level=opt_level or "off", cache=not no_cache),
-                           inputs=spec_in, tolerance=base, per_tensor=per, user_map=user_map, max_memory=max_mem,
-                           progress=progress.update, fp32_sensitivity=fp32_sensitivity, fuse=not separate_runs,
-                           extras=not light_metrics(json_, html, netron, view), **({"profile": True} if profile else {}))
+            from onnxprobe.api.lean import while_building
+
+            with while_building(lambda: importlib.import_module("onnxprobe.report.diff")):
+                res = api.diff(model, reference, vs_device=vs_device, vs_opt_level=vs_opt_level, vs_reference=vs_reference,
+                               vs_npz=vs_npz, vs_torch=vs_torch, runtime=runtime, vs_runtime=vs_runtime,
+                               runtime_options=api.parse_runtime_options(runtime_option), selection=selection,
+                               config=api.RunConfig(device=device, opt_level=opt_level or "off", cache=not no_cache),
+                               inputs=spec_in, tolerance=base, per_tensor=per, user_map=user_map, max_memory=max_mem,
+                               progress=progress.update, fp32_sensitivity=fp32_sensitivity, fuse=not separate_runs,
+                               extras=not light_metrics(json_, html, netron, view), **({"profile": True} if profile else {}))
     from onnxprobe.report.diff import diff_dict, diff_renderables
 
     notes(res.notes)

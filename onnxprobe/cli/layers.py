@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+
 from onnxprobe.cli.errors import handle_errors
 from onnxprobe.errors import writing_as
 from onnxprobe.cli.options import (
@@ -97,15 +99,17 @@ def layers(
         onnxprobe layers model.onnx --runtime openvino
     """
     from onnxprobe import api
-    from onnxprobe.report import layers as report
-    from onnxprobe.report.layers import dataset_dict, layers_dict, layers_renderables
+    from onnxprobe.api.lean import while_building
+    # the report's columns, not its renderer (Rich): a repeated run imports that while its session builds
+    from onnxprobe.report import columns as report
     from onnxprobe.report.progress import Progress
 
     over_dataset = inputs_dir is not None or inputs_from is not None
-    absent = {} if over_dataset else {c.key: "comes only with a dataset (--inputs-dir, --inputs-from)" for c in report.PERCENTILE_COLUMNS}
-    absent.update({} if profile else {c.key: "comes only with --profile" for c in report.PROFILE_COLUMNS})
-    view = view_of(wide, columns, fmt, report.COLUMNS + report.PERCENTILE_COLUMNS + report.PROFILE_COLUMNS + [report.STATUS], json_,
-                   absent)
+    absent = {} if over_dataset else {c.key: "comes only with a dataset (--inputs-dir, --inputs-from)"
+                                      for c in report.LAYERS_PERCENTILE_COLUMNS}
+    absent.update({} if profile else {c.key: "comes only with --profile" for c in report.LAYERS_PROFILE_COLUMNS})
+    view = view_of(wide, columns, fmt, report.LAYERS_COLUMNS + report.LAYERS_PERCENTILE_COLUMNS + report.LAYERS_PROFILE_COLUMNS
+                   + [report.LAYERS_STATUS], json_, absent)
     selection = selection_of(op, name, all_, range_, include_constants)
     config = api.RunConfig(device=device, opt_level=opt_level, cache=not no_cache)
     spec = inputs_of(seed, int_range, shape, input_, inputs)
@@ -125,12 +129,17 @@ def layers(
         with Progress(f"probing {model.name} over {where}", "batches") as progress:
             res = api.layers_dataset(model, inputs_dir, selection, config, max_memory=budget, progress=progress.update,
                                      inputs_from=inputs_from, ray=ray_options, **rt)
+        from onnxprobe.report.layers import dataset_dict
+
         notes(res.notes)
         data = dataset_dict(res)
     else:
-        with Progress(f"probing {model.name}") as progress, writing_as("--save"):  # its file, as tensors come
+        with Progress(f"probing {model.name}") as progress, writing_as("--save"), \
+                while_building(lambda: importlib.import_module("onnxprobe.report.layers")):  # its file, as tensors come
             res = api.layers(model, selection, config, spec, save_to=save, max_memory=budget, progress=progress.update,
                              extras=not light_stats(json_, html, dataset, view), **rt)
+        from onnxprobe.report.layers import layers_dict
+
         notes(res.notes + res.plan.warnings)
         wrote(save, "the probed tensors")
         data = layers_dict(res)
@@ -150,6 +159,8 @@ def layers(
         shown = [f"dataset {inputs_dir or inputs_from}"] if dataset else api.describe_inputs(res.plan.base, spec)
         write_html(html, res, histograms=hists, inputs=shown, profile=prof if profile and not dataset else None,
                    view=view)
+    from onnxprobe.report.layers import layers_renderables
+
     if profile and not dataset:
         emit(data, json_, lambda width: layers_renderables(data, width) + profile_renderables(data, width), view)
     else:

@@ -1,6 +1,6 @@
-"""A report table's column (``report.table``), and the columns of the ``diff`` report: what the command line checks
-``--columns`` against before anything runs, without importing the table's renderer (Rich: 30-50 ms that a repeated
-diff spends while its session builds instead, ``api.diff_lean``)."""
+"""A report table's column (``report.table``), and the columns of the ``diff`` and ``layers`` reports: what the
+command line checks ``--columns`` against before anything runs, without importing the reports' renderer (Rich: 30-50
+ms that a repeated command spends while its session builds instead, ``runtime.direct.while_building``)."""
 
 from __future__ import annotations
 
@@ -35,3 +35,16 @@ DIFF_PROBLEM = Column("problem", "problem")
 # the metrics a criterion can judge that the columns above do not show: shown when a pair is judged by one
 DIFF_JUDGED_COLUMNS = {"mean_abs": Column("mean_abs", "mean|a-b|", "right"), "rmse": Column("rmse", "RMSE", "right"),
                        "max_rel": Column("max_rel", "max rel", "right")}
+
+
+LAYERS_COLUMNS = [
+    Column("index", "#", "right", head=True), Column("node", "node", name=True), Column("op", "op", head=True),
+    Column("tensor", "tensor", name=True, beside="node"), Column("shape", "shape", head=True), Column("dtype", "dtype", head=True),
+    Column("min", "min", "right", stat=True), Column("max", "max", "right", stat=True),
+    Column("mean", "mean", "right", stat=True), Column("std", "std", "right", stat=True),
+    Column("nan", "NaN", "right"), Column("inf", "Inf", "right"),
+]
+LAYERS_PERCENTILE_COLUMNS = [Column("p0.01", "p0.01", "right"), Column("p99.99", "p99.99", "right")]
+LAYERS_PROFILE_COLUMNS = [Column("kernel_ms", "ms", "right")]  # --profile: the producer's kernel time (report.profile)
+# CSV and JSON rows only (``Table.data``), last: "ran", "not run", "empty"..., which the table says in its cells
+LAYERS_STATUS = Column("status", "status")

@@ -7,9 +7,10 @@ import math
 from rich.text import Text
 
 from onnxprobe import __version__
+from onnxprobe.report.columns import LAYERS_COLUMNS, LAYERS_PERCENTILE_COLUMNS, LAYERS_PROFILE_COLUMNS, LAYERS_STATUS
 from onnxprobe.report.console import phrased
 from onnxprobe.report.format import dtype, json_shape, no_values, num, op, shape, spread_digits, type_digits
-from onnxprobe.report.table import Column, Table
+from onnxprobe.report.table import Table
 from onnxprobe.stats.status import values_status
 from onnxprobe.text import duration
 
@@ -65,17 +66,7 @@ def layers_report(rows, shapes: dict, info, source: str, notes: list[str], unobs
     }
 
 
-COLUMNS = [
-    Column("index", "#", "right", head=True), Column("node", "node", name=True), Column("op", "op", head=True),
-    Column("tensor", "tensor", name=True, beside="node"), Column("shape", "shape", head=True), Column("dtype", "dtype", head=True),
-    Column("min", "min", "right", stat=True), Column("max", "max", "right", stat=True),
-    Column("mean", "mean", "right", stat=True), Column("std", "std", "right", stat=True),
-    Column("nan", "NaN", "right"), Column("inf", "Inf", "right"),
-]
-PERCENTILE_COLUMNS = [Column("p0.01", "p0.01", "right"), Column("p99.99", "p99.99", "right")]
-PROFILE_COLUMNS = [Column("kernel_ms", "ms", "right")]  # --profile: the producer's kernel time (report.profile)
-# CSV and JSON rows only (``Table.data``), last: "ran", "not run", "empty"..., which the table says in its cells
-STATUS = Column("status", "status")
+COLUMNS, PERCENTILE_COLUMNS, PROFILE_COLUMNS, STATUS = LAYERS_COLUMNS, LAYERS_PERCENTILE_COLUMNS, LAYERS_PROFILE_COLUMNS, LAYERS_STATUS
 
 
 def dataset_dict(res) -> dict:

@@ -24,8 +24,10 @@ time, hashed as it passes, each weight's bytes copied out (``run``) or checked (
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
+from contextvars import ContextVar
 from dataclasses import asdict
 from typing import TYPE_CHECKING
 
@@ -191,7 +193,8 @@ def run(key: str, path: str, size: int, opt_level: str) -> dict | None:
         if weights is None:
             return None  # another file now: the normal path, whose entry replaces this one
         pending = start_skeleton(skel, weights, opt_level)
-        try:  # drawn while the session builds
+        try:  # drawn while the session builds, as what the caller left to do meanwhile
+            meanwhile()
             feeds = draw([(n, d, tuple(s)) for n, d, s in meta["recipe"]], meta["seed"], tuple(meta["int_range"]))
             if any(p.ref.kind == "input" and p.ref.name not in feeds for p in probes):
                 return None
@@ -271,6 +274,33 @@ def run_skeleton(skel: bytes, weights: np.ndarray, opt_level: str, feeds: dict, 
 def start_skeleton(skel: bytes, weights: np.ndarray, opt_level: str) -> "Pending":
     """The session of ``skel`` over ``weights`` (``run_skeleton``), built from now on in a worker thread."""
     return Pending(skel, weights, opt_level)
+
+
+_MEANWHILE: ContextVar[tuple] = ContextVar("onnxprobe_meanwhile", default=())
+
+
+@contextlib.contextmanager
+def while_building(*work):
+    """Within: the first session a direct mode starts (``run`` here, ``api.diff_ticket.prepare``) runs ``work`` on
+    the caller's thread while onnxruntime builds it without the GIL (``meanwhile``): what the caller needs after the
+    run (the command line's report and Rich, 30-50 ms of imports) comes in the build's shadow, not after the run."""
+    token = _MEANWHILE.set(tuple(work))
+    try:
+        yield
+    finally:
+        _MEANWHILE.reset(token)
+
+
+def meanwhile() -> None:
+    """The work ``while_building`` left, run once, on this thread, right after a session started. A callable that
+    fails is left for its caller to meet where it needs what the callable would have done (an import, again)."""
+    work = _MEANWHILE.get()
+    _MEANWHILE.set(())
+    for w in work:
+        try:
+            w()
+        except Exception:  # noqa: BLE001 - said where the caller does it again
+            pass
 
 
 class Pending:
