@@ -366,48 +366,6 @@ def test_a_served_diff_reports_its_progress(tmp_path, cache):
     assert _served(res) and calls and calls[-1][0] == calls[-1][1]
 
 
-_EARLY_PROBE = """
-import sys
-from onnxprobe.runtime import direct
-seen = []
-orig = direct.Pending.__init__
-def init(self, *a, **k):
-    seen.append(("onnx" in sys.modules, "rich.console" in sys.modules))
-    orig(self, *a, **k)
-direct.Pending.__init__ = init
-from onnxprobe.cli.main import app
-try:
-    app(sys.argv[1:], prog_name="onnxprobe")
-except SystemExit as e:
-    code = e.code
-print("SESSIONS-STARTED", seen, file=sys.stderr)
-sys.exit(code)
-"""
-
-
-def test_cli_served_diff_starts_its_session_before_onnx_is_imported(tmp_path, cache):
-    """The second `onnxprobe diff` prepares its entry and starts the merged graph's session (runtime.direct.Pending)
-    before onnx, the comparison code and the report's renderer (Rich's console) are imported (api.diff_lean,
-    report.columns): those imports overlap the session's build. A heavy import put back on the command's way to
-    api.diff would start the session after them."""
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    a, b = str(sample_path("cnn")), _perturbed("cnn", tmp_path)
-    env = {**os.environ, "ONNXPROBE_CACHE_DIR": str(cache), "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    env.pop("ONNXPROBE_NO_CACHE", None)
-    runs = []
-    for _ in range(2):
-        p = subprocess.run([sys.executable, "-c", _EARLY_PROBE, "diff", a, b, "--all", "--device", "cpu"],
-                           capture_output=True, text=True, env=env, timeout=300)
-        runs.append(p)
-    assert runs[0].returncode == runs[1].returncode and runs[0].stdout == runs[1].stdout
-    started = [ln for ln in runs[1].stderr.splitlines() if ln.startswith("SESSIONS-STARTED")]
-    assert started == ["SESSIONS-STARTED [(False, False)]"], runs[1].stderr[-2000:]
-    assert "SESSIONS-STARTED []" in runs[0].stderr  # the first run: no entry, nothing prepared (a merged graph's own session)
-
-
 @pytest.mark.parametrize("kw", [{"introduced": "yes"}, {"fp32_sensitivity": True}, {"tolerance": "max_abs"},
                                 {"per_tensor": {"y": "max_abs"}}, {"extras": 1}])
 def test_a_prepared_entry_never_skips_the_checks(tmp_path, cache, kw, pending):
