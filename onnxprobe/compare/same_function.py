@@ -88,23 +88,24 @@ class SameFunction:
                 and want.tensor_type.elem_type != have.tensor_type.elem_type)
 
     def _stub(self, name: str) -> bool:
-        t = self.inits.get(name)
-        if t is None:
-            n = self.producer.get(name)
-            t = next((x.t for x in n.attribute if x.name == "value" and x.type == onnx.AttributeProto.TENSOR), None) if n else None
+        t = self._held(name)
         return t is not None and is_stub(t)
 
     def _value(self, name: str) -> TensorProto | None:
         """The constant a tensor holds: an initializer's, or a Constant node's ``value`` (a stub's own tensor)."""
+        t = self._held(name)
+        return None if t is None else self.weights.get(name) if is_stub(t) else t
+
+    def _held(self, name: str) -> TensorProto | None:
+        """The tensor the merged graph writes for ``name``, a stub or not: an initializer, or a Constant node's
+        ``value`` (a Constant of value_float, value_ints...: None, compared as the node's attributes)."""
         t = self.inits.get(name)
-        if t is None:
-            n = self.producer.get(name)
-            if n is None or n.op_type != "Constant" or n.domain not in ("", "ai.onnx"):
-                return None
-            t = next((x.t for x in n.attribute if x.name == "value" and x.type == onnx.AttributeProto.TENSOR), None)
-            if t is None:  # value_float, value_ints...: compared as the node's attributes
-                return None
-        return self.weights.get(name) if is_stub(t) else t
+        if t is not None:
+            return t
+        n = self.producer.get(name)
+        if n is None or n.op_type != "Constant" or n.domain not in ("", "ai.onnx"):
+            return None
+        return next((x.t for x in n.attribute if x.name == "value" and x.type == onnx.AttributeProto.TENSOR), None)
 
 
 def same_node(nb: onnx.NodeProto, na: onnx.NodeProto) -> bool:
