@@ -134,8 +134,8 @@ def layers(
         notes(res.notes)
         data = dataset_dict(res)
     else:
-        with Progress(f"probing {model.name}") as progress, writing_as("--save"), \
-                while_building(lambda: importlib.import_module("onnxprobe.report.layers")):  # its file, as tensors come
+        with (Progress(f"probing {model.name}") as progress, writing_as("--save"),  # its file, as tensors come
+              while_building(lambda: importlib.import_module("onnxprobe.report.layers"))):  # the report, as it builds
             res = api.layers(model, selection, config, spec, save_to=save, max_memory=budget, progress=progress.update,
                              extras=not light_stats(json_, html, dataset, view), **rt)
         from onnxprobe.report.layers import layers_dict
