@@ -9,7 +9,7 @@ merged graph's session (``runtime.direct.Pending``); ``api.diff_direct`` serves 
 
 from __future__ import annotations
 
-from onnxprobe.api.lean import servable, servable_file
+from onnxprobe.api.lean import servable, servable_file, settings_request
 from onnxprobe.runtime import direct, plan_cache
 from onnxprobe.types import InputSpec, RunConfig
 
@@ -43,14 +43,9 @@ def ticket(a, b, *, others: bool, runtime: str, runtime_options, selection, conf
     if None in files:
         return None
     try:
-        request = {"command": "diff", "models": [[path, real] for path, real, _ in files], "device": config.device,
-                   "opt_level": config.opt_level, "io_binding": config.io_binding,
-                   "selection": [list(selection.ops), list(selection.names), selection.all, selection.range,
-                                 selection.include_constants],
-                   "seed": inputs.seed, "int_range": list(inputs.int_range),
-                   "shapes": sorted([k, list(v)] for k, v in inputs.shapes.items()), "extras": extras,
-                   "introduced": bool(introduced), "tolerance": freeze(tolerance), "per_tensor": freeze(per_tensor),
-                   "map": freeze(user_map), "entry": ENTRY}
+        request = {"command": "diff", "models": [[path, real] for path, real, _ in files],
+                   **settings_request(config, inputs, selection, extras), "introduced": bool(introduced),
+                   "tolerance": freeze(tolerance), "per_tensor": freeze(per_tensor), "map": freeze(user_map), "entry": ENTRY}
         key = direct.request_key(request)
     except (ValueError, TypeError):  # a criterion or map the normal path takes and the key cannot say
         return None
@@ -71,8 +66,6 @@ class Prepared:
 def prepare(t: Ticket) -> Prepared | None:
     """The entry of ``t`` read and checked, both files' weights copied out (each checked against its record) and
     its session started; None on a miss, a damaged entry or a file of other bytes than the entry's."""
-    from onnxprobe.runtime.random_inputs import draw
-
     got = plan_cache.read_entry(t.key)
     if got is None:
         return None
@@ -84,18 +77,10 @@ def prepare(t: Ticket) -> Prepared | None:
                                        for path, state, record in zip(t.paths, t.states, meta["files"])], meta["packed"])
         if weights is None:
             return None  # another file now: the normal path, whose entry replaces this one
+        pending, feeds = direct.start_drawn(skel, weights, t.config.opt_level, meta)
     except KeyboardInterrupt:
         raise
     except Exception:  # noqa: BLE001 - the normal path runs, and says what fails in its words
-        return None
-    pending = direct.start_skeleton(skel, weights, t.config.opt_level)
-    try:  # while the session builds: what the caller left to do meanwhile (direct.while_building), and the inputs
-        direct.meanwhile()  # drawn (numpy.random's import and the draw: 0.01 s on PP-OCRv4 det)
-        feeds = draw([(n, d, tuple(s)) for n, d, s in meta["recipe"]], meta["seed"], tuple(meta["int_range"]))
-    except BaseException as e:
-        pending.close()
-        if isinstance(e, KeyboardInterrupt):
-            raise
         return None
     return Prepared(meta, feeds, pending)
 

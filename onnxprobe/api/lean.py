@@ -72,12 +72,17 @@ def _ticket(model, selection, config, inputs, save, save_to, max_memory, runtime
     path, real, state = got
     # the model by its path, as given and resolved (a copy elsewhere is its own entry), never by its bytes: a
     # lookup that finds nothing reads none of the file; an entry found is checked against it (runtime.direct.run)
-    request = {"command": "layers", "path": path, "real": real, "device": config.device, "opt_level": config.opt_level,
-               "io_binding": config.io_binding,
-               "selection": [list(selection.ops), list(selection.names), selection.all, selection.range, selection.include_constants],
-               "seed": inputs.seed, "int_range": list(inputs.int_range),
-               "shapes": sorted([k, list(v)] for k, v in inputs.shapes.items()), "extras": extras}
+    request = {"command": "layers", "path": path, "real": real, **settings_request(config, inputs, selection, extras)}
     return _Ticket(path, direct.request_key(request), state, config.opt_level, inputs)
+
+
+def settings_request(config: RunConfig, inputs: InputSpec, selection: Selection, extras: bool) -> dict:
+    """The part of a direct mode's request that its settings make (``servable``'s, defaults filled in), as JSON: the
+    same words in layers' key and diff's (``api.diff_ticket``)."""
+    return {"device": config.device, "opt_level": config.opt_level, "io_binding": config.io_binding,
+            "selection": [list(selection.ops), list(selection.names), selection.all, selection.range, selection.include_constants],
+            "seed": inputs.seed, "int_range": list(inputs.int_range),
+            "shapes": sorted([k, list(v)] for k, v in inputs.shapes.items()), "extras": extras}
 
 
 def servable_file(model) -> tuple[str, str, tuple] | None:

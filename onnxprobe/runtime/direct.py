@@ -192,10 +192,8 @@ def run(key: str, path: str, size: int, opt_level: str) -> dict | None:
         weights = load_weights([(path, size, meta["file"], meta["moves"])], meta["packed"])
         if weights is None:
             return None  # another file now: the normal path, whose entry replaces this one
-        pending = start_skeleton(skel, weights, opt_level)
-        try:  # drawn while the session builds, as what the caller left to do meanwhile
-            meanwhile()
-            feeds = draw([(n, d, tuple(s)) for n, d, s in meta["recipe"]], meta["seed"], tuple(meta["int_range"]))
+        pending, feeds = start_drawn(skel, weights, opt_level, meta)
+        try:
             if any(p.ref.kind == "input" and p.ref.name not in feeds for p in probes):
                 return None
             out, providers, session_seconds, seconds = pending.run(feeds, host)
@@ -276,14 +274,29 @@ def start_skeleton(skel: bytes, weights: np.ndarray, opt_level: str) -> "Pending
     return Pending(skel, weights, opt_level)
 
 
+def start_drawn(skel: bytes, weights: np.ndarray, opt_level: str, meta: dict) -> tuple["Pending", dict]:
+    """An entry's session started (``start_skeleton``) and, while it builds, what the caller left to do meanwhile
+    (``while_building``) and the inputs drawn from the entry's recipe (its ``recipe``, ``seed`` and ``int_range``:
+    numpy.random's import and the draw, 0.01 s on PP-OCRv4 det): (the session, the feeds). Where either fails, the
+    session is let go and the failure raised (a Ctrl-C as one)."""
+    pending = start_skeleton(skel, weights, opt_level)
+    try:
+        meanwhile()
+        return pending, draw([(n, d, tuple(s)) for n, d, s in meta["recipe"]], meta["seed"], tuple(meta["int_range"]))
+    except BaseException:
+        pending.close()
+        raise
+
+
 _MEANWHILE: ContextVar[tuple] = ContextVar("onnxprobe_meanwhile", default=())
 
 
 @contextlib.contextmanager
 def while_building(*work):
-    """Within: the first session a direct mode starts (``run`` here, ``api.diff_ticket.prepare``) runs ``work`` on
-    the caller's thread while onnxruntime builds it without the GIL (``meanwhile``): what the caller needs after the
-    run (the command line's report and Rich, 30-50 ms of imports) comes in the build's shadow, not after the run."""
+    """Within: the first session a direct mode starts (``start_drawn``: ``run`` here, ``api.diff_ticket.prepare``)
+    runs ``work`` on the caller's thread while onnxruntime builds it without the GIL (``meanwhile``): what the caller
+    needs after the run (the command line's report and Rich, 30-50 ms of imports) comes in the build's shadow, not
+    after the run."""
     token = _MEANWHILE.set(tuple(work))
     try:
         yield
