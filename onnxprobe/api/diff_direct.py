@@ -132,7 +132,7 @@ def _served(t: Ticket, got: Prepared, build):
                            selected_b=f["selected_b"], selected_a=f["selected_a"], tolerance=f["tolerance"],
                            per_tensor=f["per_tensor"])
     raw = {int(k): v for k, v in tp["raw"].items()}
-    same = same_pairs(tp["same"], len(report))
+    same = same_pairs(tp.get("same"), len(report))  # checked here, where the pairs are counted
     if same is None:
         return None
     fetched = got.pending.run(feeds, meta["outputs"])[0]

@@ -112,5 +112,4 @@ def _template_fits(tp: dict) -> bool:
             and plan_cache.strings(tp.get("exact")) and plan_cache.strings(tp.get("alike"))
             and isinstance(tp.get("rtols"), list) and all(type(v) in (int, float) for v in tp["rtols"])
             and isinstance(tp.get("raw"), dict) and all(isinstance(v, list) for v in tp["raw"].values())
-            and isinstance(tp.get("extras"), bool) and isinstance(tp.get("frozen"), dict)
-            and isinstance(tp.get("same"), list) and all(type(k) is int for k in tp["same"]))
+            and isinstance(tp.get("extras"), bool) and isinstance(tp.get("frozen"), dict))

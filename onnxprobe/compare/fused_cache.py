@@ -51,16 +51,17 @@ def _from_entry(hit, pairs: int, weights: dict, extras: bool = True) -> FusedGra
                                                                              "same_weights"))
     if meta.get("extras", True) is not extras:  # rows of another layout than the reader expects
         return None
+    same = same_pairs(same, pairs)
     names = {o.name for o in model.graph.output}
     if not (plan_cache.strings(outputs) and set(outputs) <= names and plan_cache.strings(notes or [])
             and all(isinstance(m, dict) and all(isinstance(x, str) and isinstance(y, str) for x, y in m.items())
                     for m in (aname, bname))
             and isinstance(raw, dict) and all(q.isascii() and q.isdigit() and int(q) < pairs and plan_cache.strings(v) and 2 <= len(v) <= 3
                                               and set(v) <= names for q, v in raw.items())
-            and same_pairs(same, pairs) is not None and still_same(relied, weights)):
+            and same is not None and still_same(relied, weights)):
         return None
     return FusedGraph(model, outputs, aname, bname, {int(q): v for q, v in raw.items()}, weights, notes or [], extras,
-                      same_pairs(same, pairs), relied)
+                      same, relied)
 
 
 def still_same(relied, weights: dict) -> bool:
