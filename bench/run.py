@@ -4,9 +4,14 @@
 
 Every figure is a whole process (start, imports, model load, session, run, report) on this machine:
 wall time is the median of --repeat runs after one warm-up, peak RSS the median of the runs'
-ru_maxrss (each started from a bare interpreter, so that this script's memory is not counted). Ratios
-are printed against plain inference of the unmodified model (bench/plain.py, default onnxruntime options)
-and against Polygraphy doing the same work. Polygraphy is installed into bench/.cache/polygraphy-venv if it
+ru_maxrss (each started from a bare interpreter, so that this script's memory is not counted). A model's
+commands run in rounds, each command once a round, one after another (after a warm-up round), so that a
+ratio compares runs made seconds apart: a ratio is the median over the rounds of the round's own ratio. A
+shared or virtual machine runs 20-40 % slower for minutes at a time; measured one command after the other
+(every run of plain, then every run of layers), a slow spell that fell on one command and not its baseline
+moved a ratio by as much (PP-OCRv4 det 800x608 layers --all: 1.76x in one table, 2.42x in the next, same code).
+Ratios are printed against plain inference of the unmodified model (bench/plain.py, default onnxruntime
+options) and against Polygraphy doing the same work. Polygraphy is installed into bench/.cache/polygraphy-venv if it
 is not there. DIR is the folder that ../shared/models/fetch_models.sh
 fills (default: $ONNXPROBE_MODELS); models missing from it are skipped with a note.
 """
@@ -96,28 +101,63 @@ os.write(fd, f"{time.perf_counter() - t0} {usage.ru_maxrss * 1024} {os.waitstatu
 CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-def measure(cmd: list[str], repeat: int) -> dict:
-    def once() -> tuple[float, int, int]:
-        r, w = os.pipe()
-        p = subprocess.Popen([sys.executable, "-I", "-S", "-c", LAUNCHER, str(w), *cmd], stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE, pass_fds=(w,), env=CHILD_ENV)
-        os.close(w)
-        err = p.stderr.read().decode(errors="replace") if p.stderr else ""
-        p.wait()
-        p.stderr.close()
-        with os.fdopen(r, "rb") as f:
-            report = f.read().decode().split()
-        if p.returncode != 0 or len(report) != 3:
-            raise RuntimeError(f"{' '.join(cmd[:6])}...: the launcher failed ({err.strip().splitlines()[-1:]})")
-        wall, rss, code = float(report[0]), int(report[1]), int(report[2])
-        if code not in (0, 1):  # diff exits 1 when an output fails: that is a result, not an error
-            raise RuntimeError(f"{' '.join(cmd[:6])}... exited {code}: {err.strip().splitlines()[-1:] if err.strip() else ''}")
-        return wall, rss, code
+def once(cmd: list[str]) -> tuple[float, int]:
+    """One whole process of ``cmd``: (wall seconds, peak RSS bytes)."""
+    r, w = os.pipe()
+    p = subprocess.Popen([sys.executable, "-I", "-S", "-c", LAUNCHER, str(w), *cmd], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, pass_fds=(w,), env=CHILD_ENV)
+    os.close(w)
+    err = p.stderr.read().decode(errors="replace") if p.stderr else ""
+    p.wait()
+    p.stderr.close()
+    with os.fdopen(r, "rb") as f:
+        report = f.read().decode().split()
+    if p.returncode != 0 or len(report) != 3:
+        raise RuntimeError(f"{' '.join(cmd[:6])}...: the launcher failed ({err.strip().splitlines()[-1:]})")
+    wall, rss, code = float(report[0]), int(report[1]), int(report[2])
+    if code not in (0, 1):  # diff exits 1 when an output fails: that is a result, not an error
+        raise RuntimeError(f"{' '.join(cmd[:6])}... exited {code}: {err.strip().splitlines()[-1:] if err.strip() else ''}")
+    return wall, rss
 
-    once()  # warm-up: file cache, compiled bytecode
-    runs = [once() for _ in range(repeat)]
-    return {"wall_s": statistics.median(r[0] for r in runs), "rss_bytes": int(statistics.median(r[1] for r in runs)),
-            "runs": len(runs)}
+
+def measure(ops: dict[str, list[str]], repeat: int, label: str = "") -> dict[str, dict]:
+    """Each command of ``ops`` in rounds: a warm-up round (file cache, compiled bytecode, the plan cache's
+    entries), then ``repeat`` rounds, each running every command once, in order. {op: {"wall_s", "rss_bytes"
+    (medians), "runs", "rounds" ({round: [wall, rss]})}}, or {op: {"error"}} for a command that failed
+    (it is not run again)."""
+    got: dict[str, dict[int, tuple[float, int]]] = {op: {} for op in ops}
+    failed: dict[str, str] = {}
+    for r in range(repeat + 1):
+        print(f"{label}{'warm-up' if r == 0 else f'round {r}/{repeat}'} ...", file=sys.stderr, flush=True)
+        for op, cmd in ops.items():
+            if op in failed:
+                continue
+            try:
+                run = once(cmd)
+            except RuntimeError as e:
+                failed[op] = str(e)
+                print(f"  {op} failed: {e}", file=sys.stderr)
+                continue
+            if r:
+                got[op][r] = run
+    out: dict[str, dict] = {}
+    for op, rounds in got.items():
+        if op in failed:
+            out[op] = {"error": failed[op]}
+        else:
+            out[op] = {"wall_s": statistics.median(w for w, _ in rounds.values()),
+                       "rss_bytes": int(statistics.median(m for _, m in rounds.values())), "runs": len(rounds),
+                       "rounds": {r: list(v) for r, v in rounds.items()}}
+    return out
+
+
+def paired(r: dict, base: dict) -> tuple[float, float] | None:
+    """(wall, rss) of ``r`` over ``base``: the medians of the ratios of the rounds both ran in."""
+    both = sorted(set(r.get("rounds", {})) & set(base.get("rounds", {})))
+    if not both:
+        return None
+    return (statistics.median(r["rounds"][k][0] / base["rounds"][k][0] for k in both),
+            statistics.median(r["rounds"][k][1] / base["rounds"][k][1] for k in both))
 
 
 def shape_flags(shapes: dict[str, str]) -> list[str]:
@@ -193,23 +233,15 @@ def main() -> None:
                 [f"'{a}'" for a in [*base[:2], str(path), *base[2:], "--onnx-outputs", "mark", "all", "--save-outputs", out_json]]
                 + ["&&"] + [f"'{a}'" for a in [*base[:2], str(pert), *base[2:], "--onnx-outputs", "mark", "all", "--load-outputs", out_json]]
                 + ["; test $? -le 1"])]  # it exits 1 when the outputs differ, as ours does
-        res = {}
-        for op, cmd in ops.items():
-            print(f"{key}: {op} ...", file=sys.stderr, flush=True)
-            try:
-                res[op] = measure(cmd, args.repeat)
-            except RuntimeError as e:
-                res[op] = {"error": str(e)}
-                print(f"  failed: {e}", file=sys.stderr)
+        res = measure(ops, args.repeat, label=f"{key}: ")
         plain = res.get("plain", {})
         for op, r in res.items():
-            if "wall_s" in r and "wall_s" in plain:
-                r["wall_vs_plain"] = r["wall_s"] / plain["wall_s"]
-                r["rss_vs_plain"] = r["rss_bytes"] / plain["rss_bytes"]
-            twin = res.get("poly_" + op, {})
-            if "wall_s" in r and "wall_s" in twin:
-                r["wall_vs_polygraphy"] = r["wall_s"] / twin["wall_s"]
-                r["rss_vs_polygraphy"] = r["rss_bytes"] / twin["rss_bytes"]
+            ratio = paired(r, plain)
+            if ratio:
+                r["wall_vs_plain"], r["rss_vs_plain"] = ratio
+            ratio = paired(r, res.get("poly_" + op, {}))
+            if ratio:
+                r["wall_vs_polygraphy"], r["rss_vs_polygraphy"] = ratio
         results["models"][key] = res
     args.json.write_text(json.dumps(results, indent=2) + "\n")
     report(results)
@@ -265,7 +297,7 @@ def report(results: dict) -> None:
 
 def markdown(results: dict) -> str:
     lines = [f"Measured by `python bench/run.py` on {results['cpus']} CPUs ({results['machine']}), median of "
-             f"{results['repeat']} runs:", "", "| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
+             f"{results['repeat']} rounds (each command once a round; a ratio is the median of the rounds' ratios):", "", "| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
     lines += ["| " + " | ".join(c.replace("|", "/") for c in row) + " |" for row in rows(results)]
     return "\n".join(lines)
 
