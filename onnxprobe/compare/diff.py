@@ -27,7 +27,7 @@ from onnxprobe.match.bodies import body_note, body_tensors, sealed_tensors
 from onnxprobe.match.concrete import match_for_inputs
 from onnxprobe.match.engine import DIFFERENT_FUNCTION, Matching, Pair, Unmatched
 from onnxprobe.match.observe import Observable
-from onnxprobe.stats.metrics import IntroducedError, PairMetrics, Tolerance, nothing_measured
+from onnxprobe.stats.metrics import EXACT_INTEGERS, IntroducedError, PairMetrics, Tolerance, nothing_measured
 from onnxprobe.text import as_typed, matches, quote
 from onnxprobe.types import forward_name
 
@@ -252,7 +252,9 @@ def assembled(plan, a: Side, b: Side, results: list[PairResult], scaled, measure
     outputs_failed = [r for r in results if r.passed is False and (r.pair.a.is_output or r.pair.b.is_output)]
     per_tensor = {n: scaled(t) for n, t in (plan.per_tensor or {}).items()}
     return DiffResult(a, b, results, plan.matching, plan.selected_b, first, outputs_failed, measured, notes,
-                      criterion=criterion_words(scaled(plan.tolerance), per_tensor), per_tensor=per_tensor,
+                      criterion=criterion_words(scaled(plan.tolerance), per_tensor,
+                                                integers=any(r.tolerance == EXACT_INTEGERS for r in results)),
+                      per_tensor=per_tensor,
                       selected_a=plan.selected_a, profile=dict(plan.profile_summary) or None, in_graph=in_graph,
                       samples=len(labels) if labels is not None else None, labels=list(labels or []))
 
@@ -272,9 +274,14 @@ def _at_scale(plan: DiffPlan, metrics: dict[int, PairMetrics]):
     return lambda t: t.at_scale(judged.get(t, ()))
 
 
-def criterion_words(tolerance: Tolerance, per_tensor: dict[str, Tolerance] | None, shown: int = 4) -> str:
+def criterion_words(tolerance: Tolerance, per_tensor: dict[str, Tolerance] | None, shown: int = 4,
+                    integers: bool = False) -> str:
     """The criterion as the report's header and verdict say it: the overall rule and why, then the rules
-    that judge named tensors instead (a row judged by its own rule read as judged by the header's)."""
+    that judge named tensors instead (a row judged by its own rule read as judged by the header's); ``integers``:
+    some pairs of integer tensors are judged exactly (``stats.metrics.EXACT_INTEGERS``), which it says too."""
+    if integers:
+        rest = criterion_words(tolerance, per_tensor, shown)
+        return said(lambda say: f"{in_words(rest, say)}; integer tensors: a == b ({EXACT_INTEGERS.why})")
     if not per_tensor:
         return tolerance.describe()
     each = [f"{quote(n)} {t.rule}" for n, t in sorted(per_tensor.items())]

@@ -26,7 +26,7 @@ from onnxprobe.graph.shapes import concrete_sizes
 from onnxprobe.match.engine import Matching, Pair
 from onnxprobe.text import quote
 from onnxprobe.runtime.budget import default_budget, plan_chunks
-from onnxprobe.stats.metrics import Tolerance
+from onnxprobe.stats.metrics import EXACT_INTEGERS, Tolerance
 from onnxprobe.stats.pooled import PairSums, pair_sums
 
 
@@ -71,8 +71,13 @@ class DiffPlan:
     extras: bool = True
 
     def tolerance_of(self, p: Pair) -> Tolerance:
+        """The criterion that judges ``p``: the user's rule for that tensor, else the diff's; a default one
+        judges a pair of integer tensors exactly (``stats.metrics.EXACT_INTEGERS``)."""
         per = self.per_tensor or {}
-        return per.get(p.a.name) or per.get(p.b.name) or per.get(p.b.key) or self.tolerance
+        own = per.get(p.a.name) or per.get(p.b.name) or per.get(p.b.key)
+        if own is not None:
+            return own
+        return EXACT_INTEGERS if self.tolerance.default and integers(p) else self.tolerance
 
     def rtol_of(self, p: Pair) -> float:
         return self.tolerance_of(p).measured_rtol
@@ -103,6 +108,16 @@ class Measured:
         if self.intro is None or self.sums is None or self.intro.samples != self.sums.samples:
             return None
         return self.intro
+
+
+INTEGER_TYPES = frozenset({TensorProto.BOOL, TensorProto.INT8, TensorProto.UINT8, TensorProto.INT16, TensorProto.UINT16,
+                           TensorProto.INT32, TensorProto.UINT32, TensorProto.INT64, TensorProto.UINT64})
+
+
+def integers(p: Pair) -> bool:
+    """Both tensors of ``p`` hold integers (or booleans) as they are: not quantized codes (an Observable of another
+    kind than "float" stands for the float values its codes dequantize to)."""
+    return all(o.kind == "float" and o.elem_type in INTEGER_TYPES for o in (p.a, p.b))
 
 
 # the float types, narrowest first (the set graph.builder.FLOAT_TYPES has no order)
