@@ -18,6 +18,8 @@ from onnx import TensorProto, helper
 from onnxprobe.compare.fused import FusedGraph, NotMergeable, profile, run, runtime_shapes
 from onnxprobe.compare.fused_cache import build_cached
 from onnxprobe.compare.introduced import build_cones, cone_inputs, run_cones
+from onnxprobe.compare.plain_outputs import measure_plain, plain_pairs
+from onnxprobe.compare.plain_outputs import note as plain_note
 from onnxprobe.compare.sides import Side
 from onnxprobe.compare.unordered import in_order
 from onnxprobe.errors import ExecutionError, UsageError, first_line, settings_error
@@ -66,6 +68,8 @@ class DiffPlan:
     # measured on the host, both sides sorted along it (``compare.unordered``)
     unordered: dict[int, int] = field(default_factory=dict)
     ran_alone: bool = False  # with no pair to measure: each side's model ran once on its own (``measure``)
+    # pairs of outputs measured again on plain runs of the models (``compare.plain_outputs``); None: not decided yet
+    plain: list[int] | None = None
     # the max relative error and mean |a-b| are reported (False: the one-run graph leaves them out and
     # ``compare.diff.finish`` reports None for them: ``compare.diff.prepare``)
     extras: bool = True
@@ -156,10 +160,12 @@ def measure(plan: DiffPlan, feeds: dict[str, np.ndarray], *, sample: int = 0, pr
             out.update({k: Measured(problem=(sample, sa, sb), in_graph=True) for k, (sa, sb) in got.problems.items()})
             done_in_one = int(bool(out))
     todo = [k for k in range(len(plan.report)) if k not in out]
+    if plan.plain is None:
+        plan.plain = plain_pairs(plan)
     if not todo:
         if progress is not None and done_in_one:
             progress(1, 1)
-        return out
+        return _plain(plan, feeds, out, sample)
     a, b, by_b = plan.a, plan.b, plan.by_b
     report = [plan.report[k] for k in todo]
     targets = [p.b.probe for p in report if p.b.kind == "float"]
@@ -188,6 +194,15 @@ def measure(plan: DiffPlan, feeds: dict[str, np.ndarray], *, sample: int = 0, pr
         del values_a, values_b
         if progress is not None:
             progress(n + 1 + done_in_one, len(chunks) + done_in_one)
+    return _plain(plan, feeds, out, sample)
+
+
+def _plain(plan: DiffPlan, feeds: dict, out: dict[int, Measured], sample: int) -> dict[int, Measured]:
+    """``out``, the outputs' rows of a half-precision side on the CPU measured on plain runs (``compare.plain_outputs``)."""
+    if plan.plain:
+        changed = measure_plain(plan, feeds, out, sample, sums_of)
+        if changed and (why := plain_note(changed)) not in plan.notes:
+            plan.notes.append(why)
     return out
 
 
