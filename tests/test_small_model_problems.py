@@ -53,8 +53,9 @@ def test_a_model_with_no_outputs(tmp_path):
     r = runner.invoke(app, ["layers", str(tmp_path / "m.onnx"), "--all"])
     assert r.exit_code == 0 and "1 tensor" in r.stdout, r.output
     _model(tmp_path / "none.onnx", [], outputs=(helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4]),))
-    assert "it has no nodes" in _one_line(["layers", tmp_path / "none.onnx"], 2)
-    assert "matches no tensor" in _one_line(["layers", tmp_path / "none.onnx", "--all"], 2)
+    # no nodes: no selection takes anything, the model's doing (exit 1; it was 2, a usage error: QA)
+    assert "the model has no nodes: nothing to probe" in _one_line(["layers", tmp_path / "none.onnx"], 1)
+    assert "the model has no nodes: nothing to probe" in _one_line(["layers", tmp_path / "none.onnx", "--all"], 1)
 
 
 def test_external_data_in_the_model_file_itself_is_refused(tmp_path):
@@ -80,3 +81,21 @@ def test_a_batch_that_is_no_npz_is_named_once(tmp_path):
     (tmp_path / "ds" / "junk.npz").write_bytes(b"not a zip")
     err = _one_line(["layers", tmp_path / "m.onnx", "--inputs-dir", tmp_path / "ds"], 2)
     assert err.count("junk.npz") == 1, err
+
+
+def test_a_model_whose_only_output_is_a_sequence_or_its_input(tmp_path):
+    """QA: layers of a model whose only output is a sequence printed an empty table, '0 tensors', exit 0; diff of a
+    model of no nodes (its output its input) said 'no tensor of A could be paired with one of B (0 unmatched in A,
+    0 in B, ...)', and layers of it exited 2, a usage error, for the model's doing; inspect said 'nothing to probe'."""
+    seq = helper.make_tensor_sequence_value_info("seq", TensorProto.FLOAT, None)
+    _model(tmp_path / "seq.onnx", [helper.make_node("SequenceConstruct", ["x", "x"], ["seq"])], outputs=(seq,))
+    assert "nothing to probe: seq: a sequence, not a tensor" in _one_line(["layers", tmp_path / "seq.onnx"], 1)
+    assert "nothing to probe: seq: a sequence" in _one_line(["layers", tmp_path / "seq.onnx", "--all"], 1)
+    assert "nothing to probe: seq: a sequence" in _one_line(["layers", tmp_path / "seq.onnx", "--name", "seq"], 2)
+    _model(tmp_path / "pass.onnx", [], outputs=(X,))
+    line = _one_line(["diff", tmp_path / "pass.onnx", tmp_path / "pass.onnx"], 1)
+    assert "neither model has a tensor to pair" in line and "0 unmatched" not in line, line
+    onnx.save(helper.make_model(helper.make_graph([], "g", [], []), opset_imports=[helper.make_opsetid("", 17)]),
+              tmp_path / "empty.onnx")
+    line = _one_line(["inspect", tmp_path / "empty.onnx"], 1)
+    assert "no nodes and no outputs (an empty graph)" in line and "nothing to probe" not in line, line

@@ -14,7 +14,7 @@ from onnxprobe.api.inputs import (
     ModelLike, Progress, as_progress, as_config, as_inputs, as_max_memory, as_model, as_names, as_probe_result, as_raw, as_ray, as_selection, check_switches,
     checked_feed, load, proto_of,
 )
-from onnxprobe.errors import ExecutionError, UsageError, settings_error
+from onnxprobe.errors import ExecutionError, ModelError, UsageError, settings_error
 from onnxprobe.graph.expose import expose
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.select import Selection
@@ -169,7 +169,10 @@ def layers(model: Model | str | os.PathLike, selection: Selection | None = None,
     fs = feeds(model, inputs)
     try:
         r = _runner_for(model, config, runtime, runtime_options, max_memory, feed=fs.values)
-        result = r.probe(select_refs(model.proto, selection or Selection()), fs.values, raw=save, extras=extras)
+        refs = select_refs(model.proto, selection or Selection())
+        result = r.probe(refs, fs.values, raw=save, extras=extras)
+        if refs and not result.plan.probes:  # every value selected is no tensor (a sequence, an optional...)
+            _nothing_probed(selection or Selection(), result.plan.warnings)
         result.feed = fs.values
         result.plan.warnings[:0] = list(model.warnings)
         result.notes[:0] = fs.notes
@@ -179,6 +182,15 @@ def layers(model: Model | str | os.PathLike, selection: Selection | None = None,
     except ExecutionError as e:
         raise fs.explained(e) from e
 
+
+
+def _nothing_probed(selection: Selection, why: list[str]) -> None:
+    """The selection named values, none of them a tensor onnxprobe can probe: said, where the table was empty and
+    the exit code 0 (QA: a model whose only output is a sequence). The model's doing for the default selection
+    and --all (ModelError), the selection's for one that names them (UsageError)."""
+    kind = ModelError if selection.is_default or selection.all else UsageError
+    shown = "; ".join(why[:3]) + (f"; and {len(why) - 3} more" if len(why) > 3 else "")
+    raise kind(f"nothing to probe: {shown or 'no value selected is a tensor'}")
 
 def raw_chunks(model: ModelLike, result: ProbeResult, feed: dict[str, np.ndarray], names: list[str], *,
                max_memory: int | None = None, config: RunConfig | None = None,

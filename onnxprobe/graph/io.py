@@ -170,7 +170,7 @@ def check_graph(model: onnx.ModelProto, name: str, tensors: list[onnx.TensorProt
     from a file, and from Python (onnx.ModelProto()) gave an empty result without a word. ``tensors``: the
     model's ``all_tensors``, where the caller has them (``load_model``: one walk for its checks too)."""
     if not model.graph.node and not model.graph.output:
-        raise ModelError(f"{name}: the model has no nodes and no outputs (nothing to probe)")
+        raise ModelError(f"{name}: the model has no nodes and no outputs (an empty graph)")
     # an ir_version left out onnxruntime refuses ("Missing model IR version"); one given as 0 (or below) it loads,
     # read as an IR version below 4 (measured): so does onnxprobe, with ir_notes' note
     if not model.HasField("ir_version"):

@@ -27,7 +27,7 @@ import difflib
 
 import onnx
 
-from onnxprobe.errors import GLOB_QUOTES, LIST_NODES, LIST_OPS, UsageError, error_about, hinted_setting_error, setting_error
+from onnxprobe.errors import GLOB_QUOTES, LIST_NODES, LIST_OPS, ModelError, UsageError, error_about, hinted_setting_error, setting_error
 from onnxprobe.graph.ops import canonical
 from onnxprobe.graph.shapes import dtype_name, static_shape, value_types
 from onnxprobe.graph.walk import NodeSite, all_graphs, constant_tensors, first_readers, walk
@@ -268,12 +268,13 @@ def select(model: onnx.ModelProto, sel: Selection | None = None, *, sites: list[
     elif sel.is_default or sel.all:  # a weight given as a model output, which no node writes: an output all the same
         refs += _named_values(model, sel, sites, types, outputs, lo, hi, every=True)
     refs.sort(key=lambda r: (r.index, r.kind == "node"))
+    if strict and not refs and not model.graph.node:  # no selection could take anything: the model's doing (exit 1)
+        raise ModelError("the model has no nodes: nothing to probe")
     if strict and (not sel.is_default or sel.range) and not refs:  # asked for, and nothing: not an empty report
         raise _matches_nothing(sel, "this model")
     if strict and not refs:  # the default, on a model no node of which writes an output: refused as --all is
-        why = ("it has no nodes, nothing to probe" if not model.graph.node else
-               "no node writes a model output, and it has no layers; give --all, --op or --name")
-        raise UsageError(f"the default selection (the model's outputs and its layers) matches no tensor: {why}")
+        raise UsageError("the default selection (the model's outputs and its layers) matches no tensor: no node writes "
+                         "a model output, and it has no layers; give --all, --op or --name")
     return refs
 
 
