@@ -22,7 +22,7 @@ from onnxprobe.errors import UsageError, setting_error, settings_error
 from onnxprobe.match.align import align
 from onnxprobe.match.folds import folded_elsewhere
 from onnxprobe.match.observe import Observable, scoped_hint, stem
-from onnxprobe.match.ops import canonical, compatible
+from onnxprobe.match.ops import canonical, compatible, function_op
 from onnxprobe.match.pairs import Matching, Pair, Unmatched, shape_words, shapes_agree  # noqa: F401
 from onnxprobe.match.refused import named_other, refuse
 from onnxprobe.match.state import MatchState, alike, shared_weights  # noqa: F401
@@ -275,8 +275,8 @@ def _same_inputs(st: MatchState) -> None:
     obs_a, obs_b, used_a, used_b, a_to_b, take, like, a_scope = (st.obs_a, st.obs_b, st.used_a, st.used_b, st.a_to_b,
                                                                   st.structural, st.like, st.a_scope)
 
-    def key(o, sources, scope=None) -> tuple:
-        return frozenset(sources), canonical(o.effective_op), o.scope if scope is None else scope
+    def key(o, sources, scope=None) -> tuple:  # a GlobalAveragePool and its ReduceMean: one op (``match.ops.function_op``)
+        return frozenset(sources), function_op(o), o.scope if scope is None else scope
 
     def mapped(o) -> list[str | None]:
         return [s if s.startswith("input:") else a_to_b.get(s) for s in o.sources]

@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import onnx
+from onnx import numpy_helper
 
 from onnxprobe.graph.constants import constants as graph_constants
 from onnxprobe.graph.shapes import static_shape
@@ -34,6 +35,7 @@ from onnxprobe.match.branches import branch_observables
 from onnxprobe.match.folds import with_tails
 from onnxprobe.match.graph_index import FLOAT_TYPES, QLINEAR_OUT_PARAMS, GraphIndex, quant_axis, quantized_origin
 from onnxprobe.match.integers import int_constants
+from onnxprobe.match.ops import GLOBAL_POOLS, computing, global_pool
 from onnxprobe.match.sources import with_sources
 from onnxprobe.match.weights import code_sizes, float_constants, packed_weight, weight_outputs
 from onnxprobe.text import clip, quote
@@ -88,6 +90,9 @@ class Observable:
     # the node that computes its value, as listings name it: a QDQ value's float node, a dequantized QOperator
     # value's QLinear* node, not the QuantizeLinear or DequantizeLinear around it (``match.sources``)
     writer: str = ""
+    # the global pool its node computes as a reduce over the spatial axes (a ReduceMean's GlobalAveragePool),
+    # "" for any other: matching pairs it with that pool (``match.ops.global_pool``); shown as its own op
+    global_pool: str = ""
 
     def __repr__(self) -> str:  # a notebook's view: what the tensor is, not the evidence matching weighs (4 KB of it)
         where = f", in {quote(clip(self.scope, 60))}" if self.scope else ""
@@ -171,7 +176,26 @@ def _observable(graph: GraphIndex, site: NodeSite, t: str, key: str, kind: str, 
     return Observable(key=key, name=t, probe=probe or t, node=site.name, node_named=bool(n.name), op_type=n.op_type,
                       effective_op=graph.float_op(t), index=site.index, shape=static_shape(graph.types.get(t)),
                       kind=kind, is_output=t in graph.outputs, floor_zero=floor,
-                      relu=graph.relu_of(t) if kind == "float" else None, elem_type=graph.elem(t))
+                      relu=graph.relu_of(t) if kind == "float" else None, elem_type=graph.elem(t),
+                      global_pool=_global_pool(graph, t))
+
+
+def _global_pool(graph: GraphIndex, t: str) -> str:
+    """The global pool the node computing ``t`` (through a quantization around it: ``match.ops.computing``)
+    is a reduce over the spatial axes of ("": none; ``match.ops.global_pool``)."""
+    n = computing(t, graph.producer, lambda site: site.node).node if t in graph.producer else None
+    if n is None or n.op_type not in GLOBAL_POOLS:
+        return ""
+    shape = static_shape(graph.types.get(n.input[0])) if n.input else None
+    shape = shape if shape is not None else static_shape(graph.types.get(n.output[0]))  # keepdims: the input's rank
+
+    def constant(name: str) -> list[int] | None:  # an initializer's or a Constant node's axes
+        v = graph.values.get(name)
+        if v is None or v.data_type not in (onnx.TensorProto.INT64, onnx.TensorProto.INT32):
+            return None
+        return [int(x) for x in numpy_helper.to_array(v).reshape(-1)]
+
+    return global_pool(n, len(shape) if shape is not None else None, constant)
 
 
 def _no_numbers(graph: GraphIndex, found: _Found, site: NodeSite, t: str) -> bool:

@@ -21,6 +21,47 @@ def compatible(a: str, b: str) -> bool:
     return (ca in LAYERS and cb in FOLDABLE_TAILS) or (cb in LAYERS and ca in FOLDABLE_TAILS)
 
 
+# one function in two spellings that the op's name alone does not tell: GlobalAveragePool (GlobalMaxPool) of a
+# rank-N tensor is ReduceMean (ReduceMax) over every axis from 2 to N-1, keeping them. torch.onnx's legacy
+# exporter writes nn.AdaptiveAvgPool2d(1) as the former, its dynamo exporter as the latter: each read tensors
+# already paired and stayed unpaired (mobilenet_v3's squeeze-excitation pools). A reduce over other axes (the
+# channels), or one that drops them (keepdims=0: another shape), is another function and keeps its own op
+GLOBAL_POOLS = {"ReduceMean": "GlobalAveragePool", "ReduceMax": "GlobalMaxPool"}
+
+
+def global_pool(node, rank: int | None, constant) -> str:
+    """The global pool a ReduceMean or ReduceMax ``node`` computes ("" where it computes none): its axes exactly
+    2 .. ``rank`` - 1 (negative ones counted from the end) and keepdims 1 (the default). ``rank``: its input's
+    (None: not known, no pool); ``constant(name)``: a constant input's values as ints (None where it is not
+    one). The axes are an attribute before opset 18 and a second input from it (then ``noop_with_empty_axes``
+    says nothing: they are given); a reduce with none reduces every axis."""
+    if node.op_type not in GLOBAL_POOLS or rank is None or rank < 3:
+        return ""
+    attrs = {a.name: a for a in node.attribute}
+    if "keepdims" in attrs and attrs["keepdims"].i != 1:
+        return ""
+    axes = (list(attrs["axes"].ints) if "axes" in attrs
+            else constant(node.input[1]) if len(node.input) > 1 and node.input[1] else None)
+    if not axes:
+        return ""
+    spatial = sorted(a + rank if -rank <= a < 0 else a for a in axes)  # out of range: stays out, no pool
+    return GLOBAL_POOLS[node.op_type] if spatial == list(range(2, rank)) else ""
+
+
+def function_op(o) -> str:
+    """The op an observable ``o``'s value is the output of, as matching tells two functions apart: the global
+    pool its reduce computes (``Observable.global_pool``), else its float op (``effective_op``, canonical)."""
+    return o.global_pool or canonical(o.effective_op)
+
+
+def one_function(a, b) -> str:
+    """What a pair's reason adds where the two write one function with other ops (a GlobalAveragePool against
+    its ReduceMean): the ops each model writes; "" where they write one op, or other functions."""
+    if canonical(a.effective_op) == canonical(b.effective_op) or function_op(a) != function_op(b):
+        return ""
+    return f"; {a.effective_op} in A and {b.effective_op} in B are one function ({function_op(a)})"
+
+
 # pointwise functions no two of which are one function of the data (Relu is not Sigmoid, whatever the input),
 # where two exports may still compute one function with other ops (MatMul and Gemm, Div by 2 and Mul by 0.5,
 # Relu and Clip(0, inf), Mul(x, x) and Pow(x, 2), GlobalAveragePool and ReduceMean, Identity and Dropout)

@@ -10,7 +10,7 @@ from typing import Callable
 from onnxprobe.match.folds import node_words, tail_folded
 from onnxprobe.match.integers import IntegerCheck, Unknown
 from onnxprobe.match.observe import Observable
-from onnxprobe.match.ops import canonical
+from onnxprobe.match.ops import canonical, function_op, one_function
 from onnxprobe.match.pairs import Pair, shape_words, shapes_agree
 from onnxprobe.match.refused import contradicts
 
@@ -151,7 +151,7 @@ class MatchState:
     def structural(self, i: int, j: int, reason: str) -> None:
         """``take`` by alignment where the two read alike; otherwise refused as another function of the data."""
         if self.reads_alike(i, j):
-            self.take(i, j, "structural", reason)
+            self.take(i, j, "structural", reason + one_function(self.obs_a[i], self.obs_b[j]))
             return
         self.refuse_other(i, j, "structural")
 
@@ -223,8 +223,8 @@ def _swapped(i: int, j: int, read_a: list[str], to_a: list, obs_a, obs_b, used_a
     after ``j`` (a Pad that B's Conv took in) says nothing."""
     if not any(t is not None and t not in read_a for t in to_a):
         return False
-    between = {canonical(obs_a[idx_a[u]].effective_op) for u in read_a if u in idx_a and idx_a[u] not in used_a}
-    after = {canonical(obs_b[k].effective_op) for k in readers_b.get(obs_b[j].name, ()) if k not in used_b}
+    between = {function_op(obs_a[idx_a[u]]) for u in read_a if u in idx_a and idx_a[u] not in used_a}
+    after = {function_op(obs_b[k]) for k in readers_b.get(obs_b[j].name, ()) if k not in used_b}
     return bool(between & after)
 
 
@@ -241,9 +241,10 @@ def alike(a: Observable, b: Observable, shared: set[str], a_scope=None) -> bool:
 
 
 def _same_function_op(a: Observable, b: Observable) -> bool:
-    """The same op, or a Conv with its tail folded in against that tail's output (``match.folds``); never a
-    Conv whose tail follows against one whose does not (the folded one computes the tail's function too)."""
-    if canonical(a.effective_op) == canonical(b.effective_op):
+    """The same op (or one function that two exporters write with other ops: ``match.ops.function_op``), or a
+    Conv with its tail folded in against that tail's output (``match.folds``); never a Conv whose tail
+    follows against one whose does not (the folded one computes the tail's function too)."""
+    if function_op(a) == function_op(b):  # a GlobalAveragePool and its ReduceMean too (``match.ops.global_pool``)
         return a.bn_next == b.bn_next
     conv, bn = (a, b) if canonical(a.effective_op) == "Conv" else (b, a)
     return canonical(conv.effective_op) == "Conv" and bn.conv_bn and not conv.bn_next
