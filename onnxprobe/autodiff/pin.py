@@ -16,6 +16,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from onnxprobe.graph.builder import all_names, fresh_name
+from onnxprobe.graph.stale_shapes import PINNED
 
 
 def pin_shapes(model: onnx.ModelProto, contested: dict[str, list[int]]) -> list[str]:
@@ -46,6 +47,7 @@ def pin_shapes(model: onnx.ModelProto, contested: dict[str, list[int]]) -> list[
             copy = onnx.ValueInfoProto()
             copy.CopyFrom(vi[t])
             copy.name = raw
+            copy.doc_string = PINNED  # the run's size, which onnx's inference contradicts: no stale declaration
             model.graph.value_info.append(copy)
     del model.graph.node[:]
     for i, n in enumerate(nodes):

@@ -18,13 +18,20 @@ import onnx
 from onnxprobe.graph.shapes import static_shape
 
 
+# the doc_string of a value_info onnxprobe declares at the size onnxruntime computes where onnx's inference says
+# another (``autodiff.pin``): that inference contradicts it by design, and the note named onnxprobe's own tensor
+# ('s/onnxprobe.run_shape': 1x7x5x2 declared, 1x7x8x2 for these inputs: an STFT, QA)
+PINNED = "onnxprobe: the size onnxruntime computes"
+
+
 def stale_shapes(model: onnx.ModelProto, concrete: dict[str, tuple[int, ...]]) -> dict[str, tuple[tuple, tuple]]:
     """Main-graph tensors whose declared shape (value_info, graph outputs) has a dim, or a rank, that
-    ``concrete`` (the shapes for the run's inputs) contradicts: name -> (declared, concrete)."""
+    ``concrete`` (the shapes for the run's inputs) contradicts: name -> (declared, concrete); not those onnxprobe
+    pinned to the run's sizes (``PINNED``)."""
     out: dict[str, tuple[tuple, tuple]] = {}
     for vi in (*model.graph.value_info, *model.graph.output):
         have, want = static_shape(vi.type), concrete.get(vi.name)
-        if have is None or want is None:
+        if have is None or want is None or vi.doc_string == PINNED:
             continue
         if len(have) != len(want) or any(isinstance(a, int) and a != b for a, b in zip(have, want)):
             out[vi.name] = (have, tuple(want))
@@ -61,4 +68,4 @@ def stale_note(stale: dict[str, tuple[tuple, tuple]]) -> str:
             f"for these inputs{more}): those declarations are ignored")
 
 
-__all__ = ["stale_shapes", "without_shapes", "stale_note"]
+__all__ = ["stale_shapes", "without_shapes", "stale_note", "PINNED"]
