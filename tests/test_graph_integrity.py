@@ -30,6 +30,8 @@ BROKEN = {
     "cycle": ([helper.make_node("Add", ["x", "b"], ["a"], name="n1"), helper.make_node("Relu", ["a"], ["b"], name="n2"),
                helper.make_node("Identity", ["a"], ["y"], name="n3")],
               "node #0 'n1' (Add), node #1 'n2' (Relu) form a cycle"),
+    "dupname": ([helper.make_node("Relu", ["x"], ["h"], name="dup"), helper.make_node("Sigmoid", ["h"], ["y"], name="dup")],
+                "node name 'dup' is used by 2 nodes: node #0 'dup' (Relu), node #1 'dup' (Sigmoid)"),
 }
 
 
@@ -155,3 +157,80 @@ def test_the_load_check_and_the_graph_check_say_a_node_one_way():
         attr = make_model([helper.make_node("Sigmoid", ["x"], ["y"], name="s"), twice], [X], [Y])
         assert said in graph_problems(dup)[0], graph_problems(dup)
         assert model_problem(attr).startswith(said + " gives its attribute 'alpha' twice"), model_problem(attr)
+
+
+def _relu(i, o, name):
+    return helper.make_node("Relu", [i], [o], name=name)
+
+
+def _const(o, name):
+    return helper.make_node("Constant", [], [o], name=name, value=numpy_helper.from_array(np.ones((1, 4), np.float32)))
+
+
+def _if(then_nodes, else_nodes, before=()):
+    """x -> If(true) -> y, its branches' nodes given; ``before``: main-graph nodes ahead of it."""
+    t = helper.make_graph(then_nodes, "then", [], [helper.make_tensor_value_info("t", TensorProto.FLOAT, [1, 4])])
+    e = helper.make_graph(else_nodes, "else", [], [helper.make_tensor_value_info("e", TensorProto.FLOAT, [1, 4])])
+    cond = helper.make_node("Constant", [], ["c"], value=numpy_helper.from_array(np.array(True)))
+    return [cond, *before, helper.make_node("If", ["c"], ["y"], name="if", then_branch=t, else_branch=e)]
+
+
+@pytest.mark.parametrize("nodes, said", [
+    ([_relu("x", "h", ""), _relu("h", "y", "")], None),  # empty names are no names
+    ([_const("k", "dup"), helper.make_node("Add", ["x", "k"], ["h"], name="dup"), _relu("h", "y", "r")],
+     None),  # a Constant becomes a weight
+    ([_const("k", "dup"), _const("j", "dup"), helper.make_node("Add", ["k", "j"], ["s"], name="a"),
+      helper.make_node("Add", ["x", "s"], ["h"], name="b"), _relu("h", "y", "r")],
+     None),  # silero-vad's openvino variant: 15 Constants 'F0::anon'
+    (_if([_relu("x", "t", "dup")], [_relu("x", "e", "dup")]), None),  # one name in two bodies
+    (_if([_relu("h", "t", "dup")], [_relu("x", "e", "q")], [_relu("x", "h", "dup")]), None),  # in a body and its graph
+    ([_relu("x", "a", "dup"), _relu("a", "b", "dup"), _relu("b", "y", "dup")],
+     "node name 'dup' is used by 3 nodes: node #0 'dup' (Relu), node #1 'dup' (Relu), node #2 'dup' (Relu)"),
+    (_if([_relu("x", "a", "dup"), _relu("a", "t", "dup")], [_relu("x", "e", "q")]),
+     "node name 'dup' is used by 2 nodes in body 'then': node #0 'dup' (Relu), node #1 'dup' (Relu)"),
+])
+def test_two_nodes_of_one_name_are_a_problem_where_onnxruntime_refuses_them(tmp_path, nodes, said):
+    """inspect listed no problem and exited 0 for two nodes named 'dup', which onnxruntime 1.32 refuses ("two
+    nodes with same node name"), and mark wrote a copy no session loads (QA). The rule is onnxruntime's,
+    measured: each case's verdict is checked against a session of the model itself."""
+    m, path = _save(tmp_path, "m", nodes)
+    try:
+        ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+        refused = None
+    except Exception as e:  # noqa: BLE001 - the oracle
+        refused = str(e)
+    assert (refused is None) == (said is None), refused
+    r = runner.invoke(app, ["inspect", str(path), "--json", "-"])
+    problems = json.loads(r.stdout)["problems"]
+    if said is None:
+        assert r.exit_code == 0 and problems == [], r.output
+        r = runner.invoke(app, ["mark", str(path), "-o", str(tmp_path / "marked.onnx"), "--all"])
+        assert r.exit_code == 0, r.output
+        ort.InferenceSession(str(tmp_path / "marked.onnx"), providers=["CPUExecutionProvider"])
+    else:
+        assert r.exit_code == 1 and problems == [said], r.output
+
+
+def test_extract_refuses_a_cut_with_two_nodes_of_one_name_and_keeps_one_without(tmp_path):
+    """A cut that keeps both nodes named 'dup' is one onnxruntime refuses; one that keeps one of them loads."""
+    nodes = [_relu("x", "h", "dup"), helper.make_node("Sigmoid", ["h"], ["y"], name="dup")]
+    _, path = _save(tmp_path, "dup", nodes)
+    out = tmp_path / "ex.onnx"
+    r = runner.invoke(app, ["extract", str(path), "-o", str(out), "--to", "y"])
+    assert r.exit_code == 1 and not out.exists(), r.output
+    assert r.stderr.strip().splitlines() == [r.stderr.strip()] and "node name 'dup' is used by 2 nodes" in r.stderr
+    r = runner.invoke(app, ["extract", str(path), "-o", str(out), "--to", "h"])
+    assert r.exit_code == 0, r.output
+    x = np.linspace(-1, 1, 4, dtype=np.float32).reshape(1, 4)
+    (h,) = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    np.testing.assert_array_equal(h, np.maximum(x, 0))
+
+
+def test_a_runtime_that_runs_two_nodes_of_one_name_still_runs_them(tmp_path):
+    """onnx.reference runs such a model: layers and diff leave the verdict to the runtime, whose own error
+    names the name where it refuses (onnxruntime: 'two nodes with same node name (dup)')."""
+    _, path = _save(tmp_path, "dup", BROKEN["dupname"][0])
+    r = runner.invoke(app, ["diff", str(path), str(path), "--runtime", "reference"])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(app, ["layers", str(path)])
+    assert r.exit_code == 1 and "(dup)" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.output

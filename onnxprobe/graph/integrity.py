@@ -1,12 +1,13 @@
 """What makes a main graph one onnxruntime refuses to load, found without running it: a tensor two nodes
 write (or a node and an input or initializer), a node input nothing gives, a graph output nothing gives,
-nodes that form a cycle (and, apart, a graph output listed twice, which it loads). An initializer a model of IR
+nodes that form a cycle, two nodes of one graph with the same name (and, apart, a graph output listed twice,
+which it loads). An initializer a model of IR
 version < 4 does not list among the graph inputs where onnxruntime needs it (``unlisted_initializers``) is
 refused when the model is read (``graph.io.check_graph``), by every command alike. ``inspect`` lists them; ``extract`` refuses a cut of a graph
 whose tensors have two producers (which one it kept was chance), and a cut that reads a name nothing gives
-or holds a cycle (``cut_problems``); ``mark``, whose copy keeps the whole graph, refuses every one of them
+or holds a cycle or two nodes of one name (``cut_problems``); ``mark``, whose copy keeps the whole graph, refuses every one of them
 (``refuse_to_write``: neither writes a model no runtime loads). Bodies of If/Loop/Scan read their outer
-graphs' names, so only the main graph's own edges are checked."""
+graphs' names, so only the main graph's own edges are checked (node names: each body's too)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from collections import Counter
 import onnx
 
 from onnxprobe.errors import ModelError, SessionError
-from onnxprobe.graph.walk import all_graphs, kahn, node_label
+from onnxprobe.graph.walk import all_graphs, kahn, node_label, subgraphs
 from onnxprobe.text import quote
 
 
@@ -45,12 +46,36 @@ def duplicate_producers(g: onnx.GraphProto) -> list[str]:
     return out
 
 
-def graph_problems(model: onnx.ModelProto) -> list[str]:
-    """Every reason, one line each, the main graph is not one onnxruntime loads (see the module docstring)."""
+def graph_problems(model: onnx.ModelProto, node_names: bool = True) -> list[str]:
+    """Every reason, one line each, the main graph is not one onnxruntime loads (see the module docstring).
+    ``node_names`` False: not two nodes of one name, which onnx.reference and OpenVINO run (``refuse_broken``)."""
     g = model.graph
     sources = {i.name for i in g.input} | {t.name for t in g.initializer} | {t.values.name for t in g.sparse_initializer}
     return (duplicate_producers(g) + _problems(list(g.node), sources, [o.name for o in g.output], None)
-            + body_initializers_twice(model))
+            + (duplicate_node_names(list(g.node), None) if node_names else []) + body_initializers_twice(model))
+
+
+def duplicate_node_names(nodes: list[onnx.NodeProto], numbering: list[int] | None) -> list[str]:
+    """One line per node name that two nodes of one graph share: ``nodes`` (the main graph's, or a cut's,
+    said by ``numbering``) and, each apart, every If / Loop / Scan body inside them. onnxruntime refuses such a
+    graph ("two nodes with same node name"; measured, onnxruntime 1.32), in a body too; not an empty name,
+    not the same name in two bodies or in a body and its outer graph, and not an ONNX Constant, which it makes
+    a weight of before it checks the names (silero-vad's openvino variant names 15 Constants 'F0::anon')."""
+    out = _names_twice(nodes, numbering, "")
+    for n in nodes:
+        for _, body in subgraphs(n):
+            for g in all_graphs(body):
+                out += _names_twice(list(g.node), None, f" in body {quote(g.name)}")
+    return out
+
+
+def _names_twice(nodes: list[onnx.NodeProto], numbering: list[int] | None, where: str) -> list[str]:
+    named: dict[str, list[str]] = {}
+    for i, n in enumerate(nodes):
+        if n.name and not (n.op_type == "Constant" and n.domain in ("", "ai.onnx")):
+            named.setdefault(n.name, []).append(node_label(n, numbering[i] if numbering else i))
+    return [f"node name {quote(name)} is used by {len(who)} nodes{where}: {', '.join(who[:4])}{' ...' if len(who) > 4 else ''}"
+            for name, who in named.items() if len(who) > 1]
 
 
 def body_initializers_twice(model: onnx.ModelProto) -> list[str]:
@@ -91,7 +116,8 @@ def unlisted_initializers(model: onnx.ModelProto) -> list[str]:
 def cut_problems(model: onnx.ModelProto, nodes: list[int], sources: set[str]) -> list[str]:
     """``graph_problems`` of a cut before it is written: its nodes (indices into the main graph, and said by
     them) reading ``sources`` (the cut's inputs and weights) and one another's outputs only."""
-    return _problems([model.graph.node[i] for i in nodes], sources, [], nodes)
+    kept = [model.graph.node[i] for i in nodes]
+    return _problems(kept, sources, [], nodes) + duplicate_node_names(kept, nodes)
 
 
 def _problems(nodes: list[onnx.NodeProto], sources: set[str], outputs: list[str], numbering: list[int] | None) -> list[str]:
@@ -118,8 +144,9 @@ def refuse_broken(model: onnx.ModelProto, name: str | None) -> None:
     that run a graph of their own built from it (diff's one run of both models, grad's forward and backward
     graph) left out what onnxruntime refuses in the model as it is (a graph output no node gives) and
     judged a model that does not load (QA fuzzing). ``name``: the file the message starts with (None: a
-    caller that names the model itself)."""
-    problems = graph_problems(model)
+    caller that names the model itself). Two nodes of one name are left to the runtime: onnx.reference and
+    OpenVINO run such a model, and onnxruntime's own error names the name."""
+    problems = graph_problems(model, node_names=False)
     if problems:
         more = f" (and {len(problems) - 1} more: `onnxprobe inspect` lists them)" if len(problems) > 1 else ""
         raise SessionError(f"{name + ': ' if name else ''}{problems[0]}{more}: onnxruntime refuses such a graph")
