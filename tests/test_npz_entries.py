@@ -84,3 +84,61 @@ def test_a_dataset_batch_with_an_array_stored_twice_fails_naming_it(tmp_path):
     assert r.exit_code == 2, r.output
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "b1.npz" in lines[0] and "'x' is stored twice" in lines[0], r.stderr
+
+
+def test_save_entries_unzip_to_one_file_each_and_np_load_reads_every_tensor_by_its_mapped_name(tmp_path):
+    """`layers --save` stored '/abs' as the entry '/abs.npy' and 'abs' as 'abs.npy': unzip strips a leading
+    '/' (an absolute path) and extracted both to abs.npy, one overwriting the other (QA). Each entry now
+    extracts to a file of its own, distinct from every other entry's file and folder (a file 'a.npy' and a
+    folder 'a.npy' for 'a.npy/b' cannot both be extracted); a PyTorch export's '/conv1/...' keeps its name as
+    its entry where nothing else extracts there, so that np.load(f)[name] reads it."""
+    import json
+    import posixpath
+
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    names = ["../x", "t0_x", "onnxprobe.names", "x.npy", "x", "/abs", "abs", "a\\b", "/a/b", "a/b", "a.npy", "a.npy/b",
+             "abs.npy/c", "./d", "e//f"]
+    nodes, prev = [], "inp"
+    for i, n in enumerate(names):
+        nodes.append(helper.make_node("Neg" if i % 2 == 0 else "Relu", [prev], [n], name=f"n{i}"))
+        prev = n
+    m = helper.make_model(helper.make_graph(nodes, "g", [helper.make_tensor_value_info("inp", TensorProto.FLOAT, [3])],
+                                            [helper.make_tensor_value_info(prev, TensorProto.FLOAT, [3])]),
+                          opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    onnx.save(m, str(tmp_path / "m.onnx"))
+    x = np.array([0.5, -1.5, 2.0], np.float32)
+    np.save(tmp_path / "x.npy", x)
+    npz = tmp_path / "a.npz"
+    r = runner.invoke(app, ["layers", str(tmp_path / "m.onnx"), "--all", "--input", f"inp={tmp_path / 'x.npy'}",
+                            "--save", str(npz)])
+    assert r.exit_code == 0, r.output
+    with zipfile.ZipFile(npz) as z:
+        entries = z.namelist()
+    extracted = [e.lstrip("/") for e in entries]  # what unzip (and zipfile's extract) writes each as
+    for e in extracted:
+        assert ".." not in e.split("/") and posixpath.normpath(e) == e, e
+    files = set(extracted)
+    folders = {"/".join(e.split("/")[:k]) for e in extracted for k in range(1, e.count("/") + 1)}
+    assert len(files) == len(entries) and not files & folders, entries
+    out = tmp_path / "unzipped"
+    with zipfile.ZipFile(npz) as z:
+        z.extractall(out)
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()) == sorted(extracted)
+    # the values: onnxruntime's own run of the model with every tensor an output
+    for n in names:
+        m.graph.output.append(helper.make_tensor_value_info(n, TensorProto.FLOAT, [3]))
+    want = dict(zip([o.name for o in m.graph.output],
+                    ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"inp": x})))
+    with np.load(npz) as z:
+        mapped = json.loads(str(z["onnxprobe.names"]))
+        assert sorted(mapped.values()) == sorted(names) and len(mapped) == len(names)
+        # a plain name keeps its entry, and so does a PyTorch export's '/...' where nothing else extracts there
+        assert mapped["x"] == "x" and mapped["/a/b"] == "/a/b" and mapped["/abs"] == "/abs"
+        assert "abs" not in mapped and "a/b" not in mapped  # extracted where '/abs' and '/a/b' are: renamed
+        for entry, name in mapped.items():
+            np.testing.assert_array_equal(z[entry], want[name])
+    got = read_npz(npz)  # onnxprobe's reader maps the entries back to the true names
+    assert sorted(got) == sorted(names) and all(np.array_equal(got[n], want[n]) for n in names)

@@ -2,9 +2,11 @@
 holds more than one chunk of tensors. The file appears (atomically renamed) only when closed cleanly.
 
 Entry names are safe: a tensor name is used as it is when it is a plain path of names (``conv1_out``,
-``/features/0/Conv_output_0`` as the PyTorch exporter writes them, ``onnx::Conv_27``, ``Add@0``);
-anything else (``../../x``, empty or dot components, backslashes, control characters, a drive letter,
-names over 200 characters) gets a safe entry name, and the true names of every entry are stored in the entry
+``/features/0/Conv_output_0`` as the PyTorch exporter writes them, ``onnx::Conv_27``, ``Add@0``), so that
+``np.load(f)[name]`` reads it; anything else (``../../x``, empty or dot components, backslashes, control
+characters, a drive letter, names over 200 characters), and a name whose file unzip would extract where
+another entry's file or folder is (it strips a leading ``/``: ``/abs`` and ``abs`` were one file, QA; ``a``
+and ``a.npy/b``), gets a safe entry name, and the true names of every entry are stored in the entry
 ``NAMES_ENTRY`` (a string array, loadable without pickle) when any entry differs from its tensor name. ``np.load`` reads the archive as usual;
 ``runtime.arrays.read_npz`` maps the entries back to tensor names.
 """
@@ -27,8 +29,14 @@ _UNSAFE = re.compile(r"[\x00-\x1f\x7f\\]")  # control characters and backslashes
 _DRIVE = re.compile(r"^[A-Za-z]:")
 
 
+def _extracted(entry: str) -> str:
+    """Where unzip (and Python's zipfile) extract ``entry``: without a leading ``/``."""
+    return entry.lstrip("/")
+
+
 def safe_entry(name: str, k: int) -> str:
-    """The archive entry (without ``.npy``) for tensor ``name``, the ``k``-th of the archive."""
+    """The archive entry (without ``.npy``) for tensor ``name``, the ``k``-th of the archive: the name where it
+    is a plain path (no empty, ``.`` or ``..`` component; one leading ``/`` allowed), else ``tK_...``."""
     parts = name[1:].split("/") if name.startswith("/") else name.split("/")
     if 0 < len(name) <= 200 and not _UNSAFE.search(name) and not _DRIVE.match(name) and name != NAMES_ENTRY \
             and all(p.strip() not in ("", ".", "..") for p in parts):
@@ -122,6 +130,8 @@ class NpzWriter:
         except OSError as e:
             raise WriteFailed(f"{as_word(os.fspath(path))}: cannot write it ({e.strerror or e}); nothing written") from None
         self.names: dict[str, str] = {}  # tensor name -> entry
+        self._files = {NAMES_ENTRY + ".npy"}  # the paths unzip writes, and the folders it makes for them
+        self._folders: set[str] = set()
         if source is not None:
             self.zf.comment = SOURCE_PREFIX + source.encode("ascii")
 
@@ -129,14 +139,25 @@ class NpzWriter:
         if name in self.names:
             return
         entry = safe_entry(name, len(self.names))
-        while entry in self.names.values():
+        while self._taken(entry):
             entry = f"t{len(self.names)}_{entry}"
         self.names[name] = entry
+        folders = _extracted(entry).split("/")[:-1]
+        self._files.add(_extracted(entry) + ".npy")
+        self._folders.update("/".join(folders[:i + 1]) for i in range(len(folders)))
         try:
             with self.zf.open(entry + ".npy", "w", force_zip64=True) as f:
                 np.lib.format.write_array(f, _no_objects(np.asanyarray(array), name, self.path), allow_pickle=False)
         except OSError as e:
             raise WriteFailed(f"{as_word(os.fspath(self.path))}: cannot write it ({e.strerror or e}); nothing written") from None
+
+    def _taken(self, entry: str) -> bool:
+        """Whether unzip would write ``entry``'s file where another entry's file or folder is, or needs a
+        folder where another entry's file is."""
+        path = _extracted(entry) + ".npy"
+        folders = _extracted(entry).split("/")[:-1]
+        return (path in self._files or path in self._folders
+                or any("/".join(folders[:i + 1]) in self._files for i in range(len(folders))))
 
     def add_all(self, arrays: dict[str, np.ndarray]) -> None:
         for name, array in arrays.items():
