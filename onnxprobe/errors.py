@@ -36,11 +36,19 @@ class WriteFailed(UsageError):
     ``writing_as``), not a message to reword."""
 
 
+class OutputRefused(WriteFailed):
+    """An output path refused where it is written, after the command's checks of its flags passed: a file the
+    process learnt it read only then (an input model's external data, known once the model is read), or a
+    check made by one that does not know the flag (``fileio.check_output_path`` without one, an API write).
+    Its message names the path first, as WriteFailed's does, so that ``writing_as`` leads it with the flag
+    ("--json PATH: is an input model's external data; ..."), as every other refused output is said."""
+
+
 @contextmanager
 def writing_as(lead: str):
-    """A write whose failure after its checks (``WriteFailed``) is said in the shape of a bad flag value, led
-    by ``lead``: the flag that named the file ("--json PATH: cannot write it (...)"), a debugger command's
-    ("save:", "stats: --json")."""
+    """A write whose failure or refusal after its checks (``WriteFailed``, ``OutputRefused``) is said in the shape
+    of a bad flag value, led by ``lead``: the flag that named the file ("--json PATH: cannot write it (...)"), a
+    debugger command's ("save:", "stats: --json")."""
     try:
         yield
     except WriteFailed as e:

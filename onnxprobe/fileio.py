@@ -171,18 +171,27 @@ def read_bounded(p: Path, limit: int) -> bytes:
         return f.read(limit + 1)
 
 
-def refuse_inputs(path: str | os.PathLike, about: str | None = None) -> None:
-    """A UsageError when ``path`` is a file ``protect`` recorded (or no path at all). ``about``: what the message
-    starts with (the flag and the path, "--json data/b0.npz"); the path by default."""
+def input_kind(path: str | os.PathLike) -> str | None:
+    """What ``path`` is where it is a file ``protect`` recorded ("an input model's external data"), else None."""
     what = _INPUTS.get(os.path.realpath(checked_path(path)))
     if what is None:
         ident = _identity(path)
         what = _INPUT_FILES.get(ident) if ident is not None else None
+    return what
+
+
+def refuse_inputs(path: str | os.PathLike, flag: str | None = None) -> None:
+    """A UsageError when ``path`` is a file ``protect`` recorded (or no path at all), its message led by
+    ``flag`` with the path ("--json data/b0.npz: is ..."); without a flag, an ``OutputRefused`` that starts
+    with the path, which the command line leads with the flag that named it (``errors.writing_as``)."""
+    what = input_kind(path)
     if what is not None:
-        from onnxprobe.errors import UsageError
+        from onnxprobe.errors import OutputRefused, UsageError
         from onnxprobe.text import as_word
 
-        raise UsageError(f"{about or as_word(os.fspath(path))}: is {what}; refusing to overwrite it, choose another output path")
+        shown = as_word(os.fspath(path))
+        raise (UsageError if flag else OutputRefused)(
+            f"{flag + ' ' if flag else ''}{shown}: is {what}; refusing to overwrite it, choose another output path")
 
 
 def output_target(path: str | os.PathLike) -> Path:
@@ -277,11 +286,12 @@ def check_output_path(out: str | os.PathLike, *, source: str | os.PathLike | Non
     which ``source_is``; checked before it is read, when ``fileio.protect`` does not know it yet). ``flag``: the
     option that gave it, which the message names first with the path, as every bad flag value is said
     ("--json /x/r.json: folder /x does not exist"); else the message starts with the path."""
-    from onnxprobe.errors import UsageError
+    from onnxprobe.errors import OutputRefused, UsageError
     from onnxprobe.text import as_word
 
     o = Path(checked_path(out))
     about = f"{flag} {as_word(os.fspath(out))}" if flag else as_word(os.fspath(out))  # quoted as WriteFailed's
+    refused = UsageError if flag else OutputRefused  # without the flag: the command line leads it with its flag
     not_a_folder(out, about)
     if str(out) == "-":  # stdout, for --json (handled before this); a model, a tensor, a page are files of their own
         raise UsageError("'-' is standard output, and this writes a file of its own: give a file name, not '-'")
@@ -289,12 +299,12 @@ def check_output_path(out: str | os.PathLike, *, source: str | os.PathLike | Non
         # the nearest of its folders that is there: a file where a folder should be fails the write too, after the work
         there = next((p for p in o.parents if p.exists()), None)
         if there is not None and not there.is_dir():
-            raise UsageError(f"{about}: {as_word(there)} is a file, not a folder")
-        raise UsageError(f"{about}: folder {as_word(o.parent)} does not exist")
+            raise refused(f"{about}: {as_word(there)} is a file, not a folder")
+        raise refused(f"{about}: folder {as_word(o.parent)} does not exist")
     if o.is_dir():
-        raise UsageError(f"{about}: is a folder; give a file name")
-    refuse_inputs(o, about)  # what the process read, by what it is
+        raise refused(f"{about}: is a folder; give a file name")
+    refuse_inputs(out, flag)  # what the process read, by what it is
     if source is not None and o.exists() and Path(source).exists() and (o.resolve() == Path(source).resolve()
                                                                        or same_file(o, source)):
-        raise UsageError(f"{about}: is {source_is}; refusing to overwrite it, choose another output path")
+        raise refused(f"{about}: is {source_is}; refusing to overwrite it, choose another output path")
     return output_target(o)  # a link is written through, never replaced; one to a redirected stdout is refused

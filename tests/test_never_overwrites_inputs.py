@@ -47,6 +47,46 @@ def test_the_command_line_refuses_to_write_over_an_input(copies, monkeypatch, ar
     assert runner.invoke(app, ["layers", argv[1]]).exit_code == 0  # the model still loads
 
 
+@pytest.mark.parametrize("argv,flag", [
+    (["layers", "external_data.onnx", "--json"], "--json"),
+    (["layers", "external_data.onnx", "--save"], "--save"),
+    (["layers", "external_data.onnx", "--html"], "--html"),
+    (["inspect", "external_data.onnx", "--json"], "--json"),
+    (["mark", "external_data.onnx", "--all", "-o"], "-o/--output"),
+    (["extract", "external_data.onnx", "--to", "relu1_out", "-o"], "-o/--output"),
+])
+def test_a_refused_external_data_file_is_said_with_its_flag(copies, monkeypatch, argv, flag):
+    """The model's external data, known as an input only once the model is read, was refused with the path
+    alone ("external_data.onnx.data: is an input model's external data; ..."), where every other refused
+    output names its flag first ("--json PATH: ...") (QA): the write's refusal is led by the flag as a failed
+    write is (``errors.OutputRefused``, ``errors.writing_as``)."""
+    monkeypatch.chdir(copies)
+    before = digest(copies / "external_data.onnx.data")
+    r = runner.invoke(app, argv + ["external_data.onnx.data"])
+    lines = r.stderr.strip().splitlines()
+    assert r.exit_code == 2 and len(lines) == 1, r.output
+    assert lines[0].startswith(f"onnxprobe: error: {flag} external_data.onnx.data: is an input model's external data; "
+                               "refusing to overwrite it"), lines
+    assert digest(copies / "external_data.onnx.data") == before
+
+
+def test_a_written_models_data_file_that_is_the_inputs_is_said_with_the_flag(copies, monkeypatch):
+    """mark -o b.onnx writes its weights to b.onnx.data: where that is the input model's external data, the
+    refusal names -o/--output and the file it would write."""
+    import onnx
+
+    monkeypatch.chdir(copies)
+    m = onnx.load("external_data.onnx")
+    onnx.save(m, "m.onnx", save_as_external_data=True, location="b.onnx.data", size_threshold=0)
+    before = digest(copies / "b.onnx.data")
+    r = runner.invoke(app, ["mark", "m.onnx", "-o", "b.onnx", "--all"])
+    lines = r.stderr.strip().splitlines()
+    assert r.exit_code == 2 and len(lines) == 1 and not (copies / "b.onnx").exists(), r.output
+    assert lines[0].startswith("onnxprobe: error: -o/--output b.onnx: its data file b.onnx.data is the input model's "
+                               "external data"), lines
+    assert digest(copies / "b.onnx.data") == before
+
+
 def test_an_input_npz_is_not_written_over(copies, monkeypatch):
     monkeypatch.chdir(copies)
     assert runner.invoke(app, ["layers", "cnn.onnx", "--save", "acts.npz"]).exit_code == 0

@@ -29,9 +29,9 @@ import onnx
 from onnx import TensorProto
 from onnx.external_data_helper import load_external_data_for_tensor
 
-from onnxprobe.errors import ModelError, UsageError, WriteFailed, first_line
+from onnxprobe.errors import ModelError, OutputRefused, WriteFailed, first_line
 from onnxprobe.text import as_word
-from onnxprobe.fileio import refuse_inputs, temp_beside
+from onnxprobe.fileio import input_kind, temp_beside
 from onnxprobe.graph.builder import single_initializers
 from onnxprobe.graph.extents import (ExtentProblem, all_tensors, extent_problems, is_external, location, source, sparse_tensors,
                                      tensor_nbytes)
@@ -156,12 +156,13 @@ def write_model(
     ``base_dir``. ``external`` (default: when the model has external tensors or would pass 2 GB) puts
     every tensor of ``INLINE_LIMIT`` bytes or more into ``OUT.data``. ``check(tmp_path)`` runs on the
     temporary files before they replace OUT; an exception from it leaves OUT untouched. Files in
-    ``protect`` (the input model's own data files) are never written: a UsageError says so."""
+    ``protect`` (the input model's own data files) are never written: an OutputRefused says so (which the
+    command line leads with its flag)."""
     o = check_output_path(out)
     if o.exists() and not o.is_file():  # /dev/null, /dev/full, a FIFO: written in place, never replaced
         return _write_in_place(model, o, external)
     if o.exists() and o.resolve() in {Path(p).resolve() for p in protect}:
-        raise UsageError(f"{o}: is the input model's external data; choose another output path")
+        raise OutputRefused(f"{o}: is the input model's external data; choose another output path")
     folder = o.parent if str(o.parent) else Path(".")
     m = onnx.ModelProto()
     m.CopyFrom(model)
@@ -176,7 +177,7 @@ def write_model(
     if (external or check is not None) and not _utf8(o.absolute()):
         from onnxprobe.text import clean
 
-        raise UsageError(f"{clean(str(o))}: its path is not UTF-8 text (a name in another encoding); a model's data file is "
+        raise OutputRefused(f"{clean(str(o))}: its path is not UTF-8 text (a name in another encoding); a model's data file is "
                          "named, and onnx.checker reads the model, by UTF-8 paths: choose another name")
     tmp_paths: list[Path] = []
 
@@ -192,12 +193,12 @@ def write_model(
             data_path = folder / data_name
             sources = {source(t, base_dir)[0].resolve() for t in tensors if is_external(t)}
             sources |= {Path(p).resolve() for p in protect}
-            if data_path.resolve() in sources:
-                raise UsageError(f"{o}: its data file {data_path} is the input model's external data; choose another output name")
-            refuse_inputs(data_path)
+            what = "the input model's external data" if data_path.resolve() in sources else input_kind(data_path)
+            if what is not None:  # led, as every refused output, by the flag that named OUT (errors.writing_as)
+                raise OutputRefused(f"{o}: its data file {data_path} is {what}; choose another output name")
             if data_path.exists() and not data_path.is_file():  # said before any weight is copied; it was
                 # "OUT: cannot write it (Is a directory)" after all of them were
-                raise UsageError(f"{o}: its data file {data_path} is a folder (or a device or pipe); choose another output name")
+                raise OutputRefused(f"{o}: its data file {data_path} is a folder (or a device or pipe); choose another output name")
             tmp_data = tmp(".data.tmp")
             _inline_sparse(m, base_dir)
             _write_data(tensors, base_dir, tmp_data, keep={id(t) for t in sparse_tensors(m)})
@@ -238,7 +239,7 @@ def _write_in_place(model: onnx.ModelProto, o: Path, external: bool | None) -> W
     """A model written into a special file (a device, a FIFO): renaming a temporary file over it would
     replace the device, so the bytes go straight in; weights cannot go beside it."""
     if external or any(is_external(t) for t in all_tensors(model)) or model_size(model) >= PROTO_LIMIT:
-        raise UsageError(f"{o}: is not a regular file, and this model's weights need a data file beside it; "
+        raise OutputRefused(f"{o}: is not a regular file, and this model's weights need a data file beside it; "
                          "choose a file name")
     try:
         data = model.SerializeToString()
