@@ -117,3 +117,36 @@ def test_a_reduce_with_no_axes_reduces_them_all():
     """ReduceMean without axes (opset 18: no second input) averages every axis: no global pool."""
     m = _model([helper.make_node("ReduceMean", ["m_b"], ["p_b"])], (2, 3, 5, 4), 18, [1, 1, 1, 1], "_b", SCALE_B)
     assert {o.name: o for o in observe(onnx.shape_inference.infer_shapes(m)).observables}["p_b"].global_pool == ""
+
+
+def _window(op: str, shape: tuple, **attrs):
+    """Model B as torch.onnx's legacy exporter writes nn.AdaptiveMaxPool2d(1): a pool of one window over the input."""
+    out = list(shape[:2]) + [1] * (len(shape) - 2)
+    return _model([helper.make_node(op, ["m_b"], ["p_b"], **attrs)], shape, 17, out, "_b", SCALE_B)
+
+
+@pytest.mark.parametrize("op, pool", [("MaxPool", "GlobalMaxPool"), ("AveragePool", "GlobalAveragePool")])
+def test_a_pool_of_one_window_pairs_with_the_global_pool(tmp_path, op, pool):
+    shape = (2, 3, 5, 4)
+    x = RNG.standard_normal(shape).astype(np.float32)
+    res = _diff(tmp_path, _global(pool, shape), _window(op, shape, kernel_shape=[5, 4], strides=[2, 2]), x)
+    r = next(r for r in res.results if r.pair.a.name == "p_a")
+    assert r.pair.b.name == "p_b" and f"{pool} in A and {op} in B are one function" in r.pair.reason, r.pair.reason
+    f = np.max if op == "MaxPool" else np.mean
+    a, b = (f((x * s).astype(np.float64), axis=(2, 3), keepdims=True) for s in (SCALE_A, SCALE_B))
+    np.testing.assert_allclose(r.metrics.max_abs, np.abs(a - b).max(), rtol=1e-3)
+
+
+@pytest.mark.parametrize("attrs", [{"kernel_shape": [5, 3]}, {"kernel_shape": [5, 4], "pads": [1, 0, 0, 0]},
+                                   {"kernel_shape": [3, 2], "dilations": [2, 3]}, {"kernel_shape": [5, 4], "auto_pad": "SAME_UPPER"}])
+def test_what_a_pool_is_observed_as(attrs):
+    """One window over the whole input, unpadded and undilated, is a global pool; a smaller window, padding or a
+    dilated one (a 3x2 kernel dilated to cover 5x4) is not; a MaxPool's Indices never are."""
+    m = onnx.shape_inference.infer_shapes(_window("MaxPool", (2, 3, 5, 4), **attrs))
+    assert {o.name: o for o in observe(m).observables}["p_b"].global_pool == ""
+    ok = onnx.shape_inference.infer_shapes(_window("MaxPool", (2, 3, 5, 4), kernel_shape=[5, 4]))
+    assert {o.name: o for o in observe(ok).observables}["p_b"].global_pool == "GlobalMaxPool"
+    two = _model([helper.make_node("MaxPool", ["m_b"], ["p_b", "i_b"], kernel_shape=[5, 4])], (2, 3, 5, 4), 17, [2, 3, 1, 1], "_b", SCALE_B)
+    two.graph.output.append(helper.make_tensor_value_info("i_b", TensorProto.INT64, [2, 3, 1, 1]))
+    obs = {o.name: o for o in observe(onnx.shape_inference.infer_shapes(two)).observables}
+    assert obs["p_b"].global_pool == "GlobalMaxPool" and obs["i_b"].global_pool == ""

@@ -184,10 +184,11 @@ def _global_pool(graph: GraphIndex, t: str) -> str:
     """The global pool the node computing ``t`` (through a quantization around it: ``match.ops.computing``)
     is a reduce over the spatial axes of ("": none; ``match.ops.global_pool``)."""
     n = computing(t, graph.producer, lambda site: site.node).node if t in graph.producer else None
-    if n is None or n.op_type not in GLOBAL_POOLS:
+    if n is None or n.op_type not in GLOBAL_POOLS or t in n.output[1:]:  # a MaxPool's Indices: no pool's
         return ""
     shape = static_shape(graph.types.get(n.input[0])) if n.input else None
-    shape = shape if shape is not None else static_shape(graph.types.get(n.output[0]))  # keepdims: the input's rank
+    if shape is None and n.op_type.startswith("Reduce"):  # keepdims: the output's rank is the input's
+        shape = static_shape(graph.types.get(n.output[0]))
 
     def constant(name: str) -> list[int] | None:  # an initializer's or a Constant node's axes
         v = graph.values.get(name)
@@ -195,7 +196,7 @@ def _global_pool(graph: GraphIndex, t: str) -> str:
             return None
         return [int(x) for x in numpy_helper.to_array(v).reshape(-1)]
 
-    return global_pool(n, len(shape) if shape is not None else None, constant)
+    return global_pool(n, shape, constant)
 
 
 def _no_numbers(graph: GraphIndex, found: _Found, site: NodeSite, t: str) -> bool:

@@ -22,30 +22,51 @@ def compatible(a: str, b: str) -> bool:
 
 
 # one function in two spellings that the op's name alone does not tell: GlobalAveragePool (GlobalMaxPool) of a
-# rank-N tensor is ReduceMean (ReduceMax) over every axis from 2 to N-1, keeping them. torch.onnx's legacy
-# exporter writes nn.AdaptiveAvgPool2d(1) as the former, its dynamo exporter as the latter: each read tensors
-# already paired and stayed unpaired (mobilenet_v3's squeeze-excitation pools). A reduce over other axes (the
-# channels), or one that drops them (keepdims=0: another shape), is another function and keeps its own op
-GLOBAL_POOLS = {"ReduceMean": "GlobalAveragePool", "ReduceMax": "GlobalMaxPool"}
+# rank-N tensor is ReduceMean (ReduceMax) over every axis from 2 to N-1, keeping them, and AveragePool (MaxPool)
+# with one window over all of them. torch.onnx's legacy exporter writes nn.AdaptiveAvgPool2d(1) as the first,
+# nn.AdaptiveMaxPool2d(1) as a MaxPool of the input's size, its dynamo exporter both as reduces: each read
+# tensors already paired and stayed unpaired (mobilenet_v3's squeeze-excitation pools). A reduce over other axes
+# (the channels), one that drops them (keepdims=0: another shape), or a pool of smaller or padded windows is
+# another function and keeps its own op
+GLOBAL_POOLS = {"ReduceMean": "GlobalAveragePool", "ReduceMax": "GlobalMaxPool", "AveragePool": "GlobalAveragePool",
+                "MaxPool": "GlobalMaxPool"}
 
 
-def global_pool(node, rank: int | None, constant) -> str:
-    """The global pool a ReduceMean or ReduceMax ``node`` computes ("" where it computes none): its axes exactly
-    2 .. ``rank`` - 1 (negative ones counted from the end) and keepdims 1 (the default). ``rank``: its input's
-    (None: not known, no pool); ``constant(name)``: a constant input's values as ints (None where it is not
-    one). The axes are an attribute before opset 18 and a second input from it (then ``noop_with_empty_axes``
-    says nothing: they are given); a reduce with none reduces every axis."""
-    if node.op_type not in GLOBAL_POOLS or rank is None or rank < 3:
+def global_pool(node, shape: tuple | None, constant) -> str:
+    """The global pool ``node`` computes as a reduce or a pool of one window ("" where it computes none). ``shape``:
+    its input's (None: not known, no pool); ``constant(name)``: a constant input's values as ints (None where it
+    is not one)."""
+    if node.op_type not in GLOBAL_POOLS or shape is None or len(shape) < 3:
         return ""
     attrs = {a.name: a for a in node.attribute}
+    if node.op_type in ("AveragePool", "MaxPool"):
+        return GLOBAL_POOLS[node.op_type] if _one_window(attrs, shape) else ""
+    return GLOBAL_POOLS[node.op_type] if _spatial_reduce(node, attrs, len(shape), constant) else ""
+
+
+def _spatial_reduce(node, attrs: dict, rank: int, constant) -> bool:
+    """A ReduceMean or ReduceMax over axes exactly 2 .. ``rank`` - 1 (negative ones counted from the end),
+    keepdims 1 (the default). The axes are an attribute before opset 18 and a second input from it (then
+    ``noop_with_empty_axes`` says nothing: they are given); a reduce with none reduces every axis."""
     if "keepdims" in attrs and attrs["keepdims"].i != 1:
-        return ""
+        return False
     axes = (list(attrs["axes"].ints) if "axes" in attrs
             else constant(node.input[1]) if len(node.input) > 1 and node.input[1] else None)
     if not axes:
-        return ""
-    spatial = sorted(a + rank if -rank <= a < 0 else a for a in axes)  # out of range: stays out, no pool
-    return GLOBAL_POOLS[node.op_type] if spatial == list(range(2, rank)) else ""
+        return False
+    return sorted(a + rank if -rank <= a < 0 else a for a in axes) == list(range(2, rank))  # out of range: no pool
+
+
+def _one_window(attrs: dict, shape: tuple) -> bool:
+    """An AveragePool or MaxPool whose one window is the whole of its input's spatial dims (static): kernel_shape
+    those dims, no padding, dilations 1 (strides then say nothing: the output is 1 x ... x 1)."""
+    spatial = list(shape[2:])
+    if not all(isinstance(d, int) and d > 0 for d in spatial) or "kernel_shape" not in attrs:
+        return False
+    pad = attrs["auto_pad"].s.decode() if "auto_pad" in attrs else "NOTSET"
+    return (list(attrs["kernel_shape"].ints) == spatial and pad in ("NOTSET", "VALID")
+            and not any(attrs["pads"].ints if "pads" in attrs else ())
+            and all(d == 1 for d in (attrs["dilations"].ints if "dilations" in attrs else ())))
 
 
 def function_op(o) -> str:
