@@ -94,3 +94,40 @@ def test_served_from_the_cache_alike(tmp_path, monkeypatch):
     assert [(r.pair.a.name, r.passed, r.tolerance) for r in first.results] == \
         [(r.pair.a.name, r.passed, r.tolerance) for r in second.results]
     assert first.criterion == second.criterion and row(second, "token").passed is False
+
+
+def test_against_saved_values_and_a_torch_module_too(tmp_path):
+    """A side whose types onnx does not declare (a torch module's outputs; saved arrays, typed by their dtype)
+    judges an integer output exactly as well: an ArgMax off by one passed --vs-torch's rtol 1e-4 (10065 against
+    10064, QA). Oracle: torch's own argmax."""
+    torch = pytest.importorskip("torch")
+
+    class Pick(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.head = torch.nn.Linear(8, 20000)
+
+        def forward(self, x):
+            return torch.argmax(self.head(x), dim=1) + 1  # the export adds 1 more below: off by one
+
+    torch.manual_seed(0)
+    m, x = Pick().eval(), torch.randn(1, 8)
+    p = tmp_path / "pick.onnx"
+    torch.onnx.export(m, (x,), str(p), input_names=["x"], dynamo=False)
+    model = onnx.load(p)
+    out = model.graph.output[0].name
+    model.graph.node.append(h.make_node("Add", [f"{out}_raw", "one"], [out]))
+    for n in model.graph.node[:-1]:  # the last node's output now feeds the added Add
+        for k, o in enumerate(n.output):
+            if o == out:
+                n.output[k] = f"{out}_raw"
+    model.graph.initializer.append(nh.from_array(np.array(1, np.int64), "one"))
+    onnx.save(model, p)
+    want = int(m(x).item())
+    res = api.diff_torch(str(p), m, example_args=(x,))
+    r = next(r for r in res.results if r.pair.a.is_output)
+    assert r.metrics.max_abs == 1 and r.passed is False and res.verdict()[0] == "fail", (r, want)
+    # saved values of the model's output, as --vs-npz reads them: an int64 array of torch's answer
+    res = api.diff(str(p), vs_npz={out: np.array([want], np.int64)}, inputs=api.InputSpec(arrays={"x": x.numpy()}))
+    r = next(r for r in res.results if r.pair.a.name == out)
+    assert r.metrics.max_abs == 1 and r.passed is False

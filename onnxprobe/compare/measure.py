@@ -119,9 +119,12 @@ INTEGER_TYPES = frozenset({TensorProto.BOOL, TensorProto.INT8, TensorProto.UINT8
 
 
 def integers(p: Pair) -> bool:
-    """Both tensors of ``p`` hold integers (or booleans) as they are: not quantized codes (an Observable of another
-    kind than "float" stands for the float values its codes dequantize to)."""
-    return all(o.kind == "float" and o.elem_type in INTEGER_TYPES for o in (p.a, p.b))
+    """The tensors of ``p`` hold integers (or booleans) as they are: not quantized codes (an Observable of another
+    kind than "float" stands for the float values its codes dequantize to); one side's type may be unknown (0: a
+    torch module's output, QA: an ArgMax off by one passed --vs-torch's rtol), not both."""
+    sides = (p.a, p.b)
+    return (all(o.kind == "float" and (o.elem_type in INTEGER_TYPES or not o.elem_type) for o in sides)
+            and any(o.elem_type in INTEGER_TYPES for o in sides))
 
 
 # the float types, narrowest first (the set graph.builder.FLOAT_TYPES has no order)

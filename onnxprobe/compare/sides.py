@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import numpy as np
+from onnx import helper
 
 from onnxprobe.errors import ExecutionError, ModelError
 from onnxprobe.graph.integrity import refuse_broken
@@ -128,16 +129,24 @@ def npz_side(label: str, arrays: dict[str, np.ndarray], like: Model) -> Side:
         if not numeric(value):  # strings: left out, A's tensor of that name unmatched with the runner's reason
             continue
         o = known.get(name)
-        shape = tuple(np.shape(value))
+        shape, elem = tuple(np.shape(value)), _elem_type(value)  # its type, as saved (integers are judged exactly)
         if o is not None:
             obs.append(Observable(key=name, name=name, probe=name, node=o.node, op_type=o.op_type,
                                   effective_op=o.effective_op, index=o.index, shape=shape, kind="float",
-                                  is_output=o.is_output, bn_next=o.bn_next, conv_bn=o.conv_bn))  # as A's tensor
+                                  is_output=o.is_output, bn_next=o.bn_next, conv_bn=o.conv_bn, elem_type=elem))  # as A's tensor
         else:
             obs.append(Observable(key=name, name=name, probe=name, node="", op_type="?", effective_op="?",
-                                  index=1 << 30 | k, shape=shape, kind="float"))
+                                  index=1 << 30 | k, shape=shape, kind="float", elem_type=elem))
     obs.sort(key=lambda o: o.index)
     return Side(label, like, NpzRunner(arrays, label), Observation(obs))
+
+
+def _elem_type(value) -> int:
+    """The onnx element type of a saved array's dtype (0 where onnx has none)."""
+    try:
+        return int(helper.np_dtype_to_tensor_dtype(np.asarray(value).dtype))
+    except (KeyError, TypeError, ValueError):
+        return 0
 
 
 def own_tensors(side: Side, names) -> Side:
