@@ -74,9 +74,9 @@ def cmd_stats(env: Env, args: list[str]):
     Examples: `stats`, `stats op:Softmax`, `stats --all`, `stats 'conv*' --model b`,
     `stats --columns index,tensor,max --format csv`, `stats --json stats.json`."""
     from onnxprobe.report.console import phrased
-    from onnxprobe.report.layers import COLUMNS, layers_report, layers_table
+    from onnxprobe.report.layers import COLUMNS, STATUS, layers_report, layers_table
 
-    json_path, view = pop_json_view(env, "stats", args, COLUMNS)
+    json_path, view = pop_json_view(env, "stats", args, COLUMNS + [STATUS])  # as layers' (status: CSV and JSON rows)
     t = target_of(env, args)
     st = env.state
     if args:
