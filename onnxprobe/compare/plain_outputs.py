@@ -12,7 +12,9 @@ A's inputs there: the layer's own error, under the same rounding on both sides).
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
+import numpy as np
 from onnx import TensorProto
 
 HALF = (TensorProto.FLOAT16, TensorProto.BFLOAT16)
@@ -38,8 +40,6 @@ def measure_plain(plan, feeds: dict, out: dict, sample: int, sums_of) -> list[st
     """Each pair of ``plan.plain`` that ``out`` measured, measured again on one plain run of each model on ``feeds``
     (``sums_of`` as ``compare.measure``'s): its row replaced (its introduced error kept). The names of the pairs'
     A tensors whose numbers that moved past rounding (the note's)."""
-    from onnxprobe.compare.measure import Measured, shape_of
-
     ks = [k for k in plan.plain if k in out and out[k].sums is not None and out[k].problem is None]
     if not ks:
         return []
@@ -49,10 +49,10 @@ def measure_plain(plan, feeds: dict, out: dict, sample: int, sums_of) -> list[st
     for k in ks:
         p = plan.report[k]
         a, b = va.get(p.a.name), vb.get(p.b.name)
-        if a is None or b is None or shape_of(a) != shape_of(b):
+        if a is None or b is None or np.shape(a) != np.shape(b):  # (numpy arrays: nothing kept on a device)
             continue
         s = sums_of(a, b, plan.rtol_of(p), sample, tolerance=plan.tolerance_of(p))
-        old, out[k] = out[k].sums, Measured(s, out[k].intro, in_graph=out[k].in_graph)
+        old, out[k] = out[k].sums, replace(out[k], sums=s)  # its introduced error and in_graph kept
         # the probed run's sums are float32 partials, these float64: they differ in their last digits anyway
         if any(abs(x - y) > MOVED * max(abs(x), abs(y)) for x, y in ((s.max_abs, old.max_abs), (_dd(s), _dd(old)))):
             changed.append(p.a.name)
