@@ -198,3 +198,43 @@ def test_grad_names_a_changed_copy_as_the_forward_diff_does(tmp_path):
     assert g.other_values == [said], g.other_values
     verdict, why = g.verdict()
     assert verdict == "fail" and said in why, why
+
+
+class ConvBN(torch.nn.Module):
+    """A Conv and the eval-mode BatchNorm after it, which the legacy exporter folds into one Conv weight of its own
+    name ('onnx::Conv_*'); dynamo keeps the Conv's name."""
+
+    def __init__(self):
+        super().__init__()
+        self.block = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1, bias=False), torch.nn.BatchNorm2d(4), torch.nn.ReLU())
+
+    def forward(self, x):
+        return self.block(x).mean((2, 3))
+
+
+@pytest.mark.parametrize("dynamo", [False, True], ids=["legacy", "dynamo"])
+def test_a_folded_weight_whose_parameter_changed_fails_the_forward_diff_as_grad_does(tmp_path, dynamo):
+    """The module's Conv weight changed in one output channel after the export: diff --grad named the folded copy
+    ('onnx::Conv_35[block.0.weight]') as other values, the forward diff said weights_passed true (QA). Oracle: the
+    fold W * gamma / sqrt(var + eps) of the module's weight, against the file's initializer, in numpy."""
+    torch.manual_seed(0)
+    m = ConvBN().eval()
+    with torch.no_grad():
+        bn = m.block[1]
+        bn.running_mean.copy_(torch.randn(4) * 0.3)
+        bn.running_var.copy_(torch.rand(4) + 0.5)
+        bn.weight.copy_(1 + 0.2 * torch.randn(4))
+    x = torch.randn(2, 3, 8, 8)
+    p = tmp_path / "m.onnx"
+    torch.onnx.export(m, (x,), str(p), input_names=["x"], dynamo=dynamo)
+    assert api.diff_torch(str(p), m, example_args=(x,)).other_values == []  # as exported: no weight differs
+    with torch.no_grad():
+        m.block[0].weight[2] *= 1.2
+    inits = {t.name: numpy_helper.to_array(t) for t in onnx.load(str(p), load_external_data=True).graph.initializer}
+    w = m.block[0].weight.detach().numpy().astype(np.float64)
+    fold = w * (bn.weight.detach().numpy() / np.sqrt(bn.running_var.numpy() + bn.eps)).reshape(-1, 1, 1, 1)
+    changed = [n for n, v in inits.items() if v.shape == w.shape and not np.allclose(v, fold, rtol=1e-4, atol=1e-6)]
+    assert changed, "the oracle: an initializer of the Conv's shape is no longer the fold of the module's weight"
+    res = api.diff_torch(str(p), m, example_args=(x,))
+    assert res.other_values and any("block.0.weight" in n or n in changed for n in res.other_values), res.other_values
+    assert res.verdict()[0] == "fail"
