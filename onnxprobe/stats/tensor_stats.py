@@ -47,6 +47,9 @@ UNIT_RANGE = (2.0 ** -400, 2.0 ** 400)
 FLOAT32_SQUARE_LOSS = 2.0 ** -150
 
 
+HOST_CHUNK = 1 << 22  # elements of a float32 tensor summarised on the host at a time (32 MB of float64 scratch)
+
+
 def dot(x: np.ndarray, y: np.ndarray) -> float:
     """Σ x·y of two 1-D arrays, in their type (float64 here), without BLAS: OpenBLAS runs a dot of more than
     10,000 elements on its thread pool, whose wake-up on a busy machine cost 8-16 ms a call (measured: 65,536
@@ -296,10 +299,22 @@ class TensorStats:
             return None
         lo, hi = float(lo), float(hi)
         c = _shift(lo, hi)
-        d = x.astype(np.float64)
-        d -= c
-        return cls(count=int(x.size), zeros=int(x.size - np.count_nonzero(x)), min=lo, max=hi, shift=c,
-                   s1=float(d.sum()), s2=dot(d, d), sumabs=float(np.add.reduce(np.abs(x), dtype=np.float64)))
+        if x.size <= HOST_CHUNK:
+            d = x.astype(np.float64)
+            d -= c
+            return cls(count=int(x.size), zeros=int(x.size - np.count_nonzero(x)), min=lo, max=hi, shift=c,
+                       s1=float(d.sum()), s2=dot(d, d), sumabs=float(np.add.reduce(np.abs(x), dtype=np.float64)))
+        # a large tensor a chunk at a time: its float64 copy and |x| took 3x the tensor in scratch (a 512 MB activation
+        # of an OpenVINO run: 1.5 GB more at the peak, QA); the sums, about one shift, add up alike
+        s1 = s2 = sumabs = 0.0
+        for k in range(0, x.size, HOST_CHUNK):
+            part = x[k:k + HOST_CHUNK]
+            d = part.astype(np.float64)
+            d -= c
+            s1, s2 = s1 + float(d.sum()), s2 + dot(d, d)
+            sumabs += float(np.add.reduce(np.abs(part), dtype=np.float64))
+        return cls(count=int(x.size), zeros=int(x.size - np.count_nonzero(x)), min=lo, max=hi, shift=c, s1=s1, s2=s2,
+                   sumabs=sumabs)
 
     def merge(self, other: "TensorStats") -> "TensorStats":
         """Both moved to the shift of the merged range and to a common unit, then added (Chan et al.)."""
