@@ -23,6 +23,7 @@ from onnxprobe.compare.plain_outputs import note as plain_note
 from onnxprobe.compare.sides import Side
 from onnxprobe.compare.unordered import in_order
 from onnxprobe.errors import ExecutionError, UsageError, first_line, settings_error
+from onnxprobe.graph.builder import INTEGER_TYPES
 from onnxprobe.graph.memo import ModelMemo, feed_key
 from onnxprobe.graph.shapes import concrete_sizes
 from onnxprobe.match.engine import Matching, Pair
@@ -112,10 +113,6 @@ class Measured:
         if self.intro is None or self.sums is None or self.intro.samples != self.sums.samples:
             return None
         return self.intro
-
-
-INTEGER_TYPES = frozenset({TensorProto.BOOL, TensorProto.INT8, TensorProto.UINT8, TensorProto.INT16, TensorProto.UINT16,
-                           TensorProto.INT32, TensorProto.UINT32, TensorProto.INT64, TensorProto.UINT64})
 
 
 def integers(p: Pair) -> bool:

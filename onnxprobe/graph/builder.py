@@ -23,6 +23,9 @@ from onnxprobe.graph.op_schema import constant_signature
 from onnxprobe.graph.walk import all_graphs
 
 FLOAT_TYPES = {TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.BFLOAT16}
+# integers and booleans (not 4-bit ones): values a statistics row holds exactly in float64, and a diff judges exactly
+INTEGER_TYPES = frozenset({TensorProto.BOOL, TensorProto.INT8, TensorProto.UINT8, TensorProto.INT16, TensorProto.UINT16,
+                           TensorProto.INT32, TensorProto.UINT32, TensorProto.INT64, TensorProto.UINT64})
 Axes = "Sequence[int] | str | None"
 
 

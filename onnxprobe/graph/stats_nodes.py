@@ -39,7 +39,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-from onnxprobe.graph.builder import GraphBuilder, interleave
+from onnxprobe.graph.builder import INTEGER_TYPES, GraphBuilder, interleave
 from onnxprobe.stats.tensor_stats import BLOCK_CORE, BLOCK_PARTS, COL, MAX_COL, MIN_COL, ROW, SAFE_HALF_RANGE, UNIT_RANGE
 from onnxprobe.types import element_count
 
@@ -47,8 +47,7 @@ ROW_WIDTH = len(ROW)
 # additive columns merge by sum, MIN_COL by min and MAX_COL by max; the shifted sums need a common shift
 IDENTITY_ROW = np.array([[0, 0, 0, np.inf, -np.inf, 0, 0, 0, 0, 0, 1]], dtype=np.float64)
 UNSUPPORTED_STATS_DTYPES = {TensorProto.STRING, TensorProto.UNDEFINED}
-EXACT_IN_DOUBLE = {TensorProto.BOOL, TensorProto.INT8, TensorProto.UINT8, TensorProto.INT16, TensorProto.UINT16,
-                   TensorProto.INT32, TensorProto.UINT32, TensorProto.INT64, TensorProto.UINT64}
+EXACT_IN_DOUBLE = INTEGER_TYPES
 WIDE_INTS = {TensorProto.INT64: TensorProto.INT64, TensorProto.UINT64: TensorProto.UINT64}  # past float64's 53 bits
 MIN_OPSET = 9  # IsNaN and Where
 TINY32 = np.float32(1.4e-45)  # the smallest float32 subnormal: a half-range that is 0 divides by this
