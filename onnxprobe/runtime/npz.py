@@ -29,9 +29,11 @@ _UNSAFE = re.compile(r"[\x00-\x1f\x7f\\]")  # control characters and backslashes
 _DRIVE = re.compile(r"^[A-Za-z]:")
 
 
-def _extracted(entry: str) -> str:
-    """Where unzip (and Python's zipfile) extract ``entry``: without a leading ``/``."""
-    return entry.lstrip("/")
+def _places(entry: str) -> tuple[str, list[str]]:
+    """Where unzip (and Python's zipfile) extract ``entry`` (without a leading ``/``): its file, and the folders made
+    for it, outermost first."""
+    parts = entry.lstrip("/").split("/")
+    return "/".join(parts) + ".npy", ["/".join(parts[:i]) for i in range(1, len(parts))]
 
 
 def safe_entry(name: str, k: int) -> str:
@@ -142,9 +144,9 @@ class NpzWriter:
         while self._taken(entry):
             entry = f"t{len(self.names)}_{entry}"
         self.names[name] = entry
-        folders = _extracted(entry).split("/")[:-1]
-        self._files.add(_extracted(entry) + ".npy")
-        self._folders.update("/".join(folders[:i + 1]) for i in range(len(folders)))
+        file, folders = _places(entry)
+        self._files.add(file)
+        self._folders.update(folders)
         try:
             with self.zf.open(entry + ".npy", "w", force_zip64=True) as f:
                 np.lib.format.write_array(f, _no_objects(np.asanyarray(array), name, self.path), allow_pickle=False)
@@ -154,10 +156,8 @@ class NpzWriter:
     def _taken(self, entry: str) -> bool:
         """Whether unzip would write ``entry``'s file where another entry's file or folder is, or needs a
         folder where another entry's file is."""
-        path = _extracted(entry) + ".npy"
-        folders = _extracted(entry).split("/")[:-1]
-        return (path in self._files or path in self._folders
-                or any("/".join(folders[:i + 1]) in self._files for i in range(len(folders))))
+        file, folders = _places(entry)
+        return file in self._files or file in self._folders or any(f in self._files for f in folders)
 
     def add_all(self, arrays: dict[str, np.ndarray]) -> None:
         for name, array in arrays.items():
