@@ -299,13 +299,9 @@ class TensorStats:
             return None
         lo, hi = float(lo), float(hi)
         c = _shift(lo, hi)
-        if x.size <= HOST_CHUNK:
-            d = x.astype(np.float64)
-            d -= c
-            return cls(count=int(x.size), zeros=int(x.size - np.count_nonzero(x)), min=lo, max=hi, shift=c,
-                       s1=float(d.sum()), s2=dot(d, d), sumabs=float(np.add.reduce(np.abs(x), dtype=np.float64)))
-        # a large tensor a chunk at a time: its float64 copy and |x| took 3x the tensor in scratch (a 512 MB activation
-        # of an OpenVINO run: 1.5 GB more at the peak, QA); the sums, about one shift, add up alike
+        # a chunk at a time (one for most tensors, summed as whole): a large tensor's float64 copy and |x| took 3x the
+        # tensor in scratch (a 512 MB activation of an OpenVINO run: 1.5 GB more at the peak, QA); the sums, about one
+        # shift, add up alike
         s1 = s2 = sumabs = 0.0
         for k in range(0, x.size, HOST_CHUNK):
             part = x[k:k + HOST_CHUNK]
