@@ -169,10 +169,11 @@ def layers(model: Model | str | os.PathLike, selection: Selection | None = None,
     fs = feeds(model, inputs)
     try:
         r = _runner_for(model, config, runtime, runtime_options, max_memory, feed=fs.values)
-        refs = select_refs(model.proto, selection or Selection())
+        sel = selection or Selection()
+        refs = select_refs(model.proto, sel)
         result = r.probe(refs, fs.values, raw=save, extras=extras)
         if refs and not result.plan.probes:  # every value selected is no tensor (a sequence, an optional...)
-            _nothing_probed(selection or Selection(), result.plan.warnings)
+            _nothing_probed(sel, result.plan.warnings)
         result.feed = fs.values
         result.plan.warnings[:0] = list(model.warnings)
         result.notes[:0] = fs.notes
@@ -183,7 +184,6 @@ def layers(model: Model | str | os.PathLike, selection: Selection | None = None,
         raise fs.explained(e) from e
 
 
-
 def _nothing_probed(selection: Selection, why: list[str]) -> None:
     """The selection named values, none of them a tensor onnxprobe can probe: said, where the table was empty and
     the exit code 0 (QA: a model whose only output is a sequence). The model's doing for the default selection
@@ -191,6 +191,7 @@ def _nothing_probed(selection: Selection, why: list[str]) -> None:
     kind = ModelError if selection.is_default or selection.all else UsageError
     shown = "; ".join(why[:3]) + (f"; and {len(why) - 3} more" if len(why) > 3 else "")
     raise kind(f"nothing to probe: {shown or 'no value selected is a tensor'}")
+
 
 def raw_chunks(model: ModelLike, result: ProbeResult, feed: dict[str, np.ndarray], names: list[str], *,
                max_memory: int | None = None, config: RunConfig | None = None,

@@ -414,12 +414,12 @@ class Tolerance:
         }[self.metric]
 
 
-
 # integer tensors (indices, token ids, counts, shape values; not quantized codes, which a diff compares
 # dequantized) are equal or not: a float criterion's rtol passed token 30010 against 30000, and an ArgMax off by
 # one (2001 against 2000) passed allclose and SQNR alike (QA). A default criterion judges them by this instead
 # (``compare.measure.DiffPlan.tolerance_of``); a criterion the user gives judges them as it judges the rest.
 EXACT_INTEGERS = Tolerance(metric="allclose", atol=0.0, rtol=0.0, why="an index or a count off by one is no rounding error", default=True)
+
 
 def exact(v: float) -> str:
     """A threshold in the fewest significant digits that read back as the same number: ``0.3``, ``1e-05``, and
