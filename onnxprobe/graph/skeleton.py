@@ -32,12 +32,13 @@ def weight_bytes(model: onnx.ModelProto) -> int:
     return sum(dims_nbytes(t) for t in model.graph.initializer)
 
 
-def _is_large(t: TensorProto) -> bool:
+def is_large_tensor(t: TensorProto) -> bool:
+    """A tensor that ``skeleton`` stubs (a main-graph initializer), or a Constant value it stubs with ``constants``."""
     return t.data_type != TensorProto.STRING and t.data_location != TensorProto.EXTERNAL and element_count(t.dims) > KEEP_ELEMENTS
 
 
 def large_initializers(model: onnx.ModelProto) -> list[TensorProto]:
-    return [t for t in model.graph.initializer if _is_large(t)]
+    return [t for t in model.graph.initializer if is_large_tensor(t)]
 
 
 def is_stub(t: TensorProto, location: str = STUB_LOCATION) -> bool:
@@ -71,7 +72,7 @@ def _big_constant(n: onnx.NodeProto) -> TensorProto | None:
     """The value of a Constant node that a skeleton with ``constants`` stubs (a big float or quantized
     weight), else None."""
     t = _constant_value(n)
-    return t if t is not None and t.data_type not in _CONSTANT_KEEP and _is_large(t) else None
+    return t if t is not None and t.data_type not in _CONSTANT_KEEP and is_large_tensor(t) else None
 
 
 def large_constants(model: onnx.ModelProto) -> dict[str, TensorProto]:
@@ -111,7 +112,7 @@ def skeleton(model: onnx.ModelProto, constants: bool = False) -> onnx.ModelProto
     g.value_info.extend(src.value_info)
     g.sparse_initializer.extend(src.sparse_initializer)
     for t in src.initializer:
-        g.initializer.append(stub(t) if _is_large(t) else t)
+        g.initializer.append(stub(t) if is_large_tensor(t) else t)
     return out
 
 

@@ -1,0 +1,74 @@
+"""Where a loaded weight's bytes lie in its model's external data file, so that onnxruntime reads them there.
+
+A model read with its external data (``graph.io.load_model``) holds every weight in memory. Handed to onnxruntime
+from there, a weight was in memory three times (measured, onnxruntime 1.32, eight MatMul weights of 1 GiB in all:
+`layers` peaked at 3.2 GB against plain inference's 1.2 GB): in the ModelProto, in the buffer it is handed over in
+(protobuf gives its bytes as a copy), and in onnxruntime's own prepacked form, which cannot replace a buffer it was
+told to run on. Plain inference maps the file, and lets each weight's pages go once it has packed it.
+
+So ``graph.io.load_model`` marks each main-graph weight it read from an external file (``mark``: the file, resolved,
+the offset and the length, in one ``external_data`` entry of ours, ``KEY``, on a tensor whose data is in the
+proto: onnx, onnxruntime and OpenVINO read ``external_data`` only of a tensor whose data_location is EXTERNAL), and
+a session is built with that weight pointed at its file (``on_disk``, ``runtime.ort``) where the bytes in memory are
+still the file's (``unchanged``: compared a chunk at a time, so a weight changed in place since it was read, or a
+file changed under the model, runs as the proto holds it). Only weights a skeleton stubs are marked
+(``graph.skeleton``: the marks never reach a skeleton's serialised bytes or ``model_digest``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from onnx import TensorProto
+
+KEY = "onnxprobe-source"  # value: "OFFSET:LENGTH:FILE", FILE absolute and resolved
+CHUNK = 16 << 20
+
+
+def mark(t: TensorProto, file: Path, offset: int, length: int) -> None:
+    """Record on a tensor just read from ``file`` (its bytes ``offset``..``offset + length``) where they came from."""
+    e = t.external_data.add()
+    e.key, e.value = KEY, f"{offset}:{length}:{file}"
+
+
+def marked(t: TensorProto) -> tuple[str, int, int] | None:
+    """(file, offset, length) that ``mark`` recorded on ``t``, or None: none recorded, a tensor whose data is
+    external after all, or an entry of another form."""
+    if t.data_location == TensorProto.EXTERNAL or not t.HasField("raw_data"):
+        return None
+    value = next((e.value for e in t.external_data if e.key == KEY), None)
+    if value is None:
+        return None
+    offset, _, rest = value.partition(":")
+    length, _, file = rest.partition(":")
+    if not (offset.isdigit() and length.isdigit() and os.path.isabs(file)):
+        return None
+    return file, int(offset), int(length)
+
+
+def unchanged(t: TensorProto, where: tuple[str, int, int]) -> bool:
+    """True when ``t``'s bytes are still those of its file at ``where`` (``marked``); False where they differ, the
+    file is shorter, gone or unreadable. The tensor's bytes are one transient copy (protobuf's), the file read a
+    CHUNK at a time."""
+    file, offset, length = where
+    raw = t.raw_data
+    if len(raw) != length:
+        return False
+    try:
+        with open(file, "rb") as f:
+            f.seek(offset)
+            for at in range(0, length, CHUNK):
+                chunk = f.read(min(CHUNK, length - at))
+                if not chunk or not raw.startswith(chunk, at):  # a memcmp in place (a memoryview compares by element)
+                    return False
+    except OSError:
+        return False
+    return True
+
+
+def common_folder(files: list[str]) -> tuple[str, list[str]]:
+    """The deepest folder that holds every one of ``files`` (absolute) and each file's path relative to it: what
+    onnxruntime reads external data from (it refuses absolute locations and any that leads out of its folder)."""
+    folder = os.path.commonpath([os.path.dirname(f) for f in files])
+    return folder, [os.path.relpath(f, folder) for f in files]
