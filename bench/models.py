@@ -112,8 +112,32 @@ def perturbed(src: Path, dst: Path, seed: int = 1) -> Path:
                     jitter(n.output[0], a.t)
     if not count:
         raise ValueError(f"{src}: no weight to perturb")
-    onnx.save(m, dst)
+    if any(t.data_location == TensorProto.EXTERNAL for t in onnx.load(str(src), load_external_data=False).graph.initializer):
+        # weights in a file beside the model, as the source keeps them (how onnxruntime and onnxprobe hold them differs)
+        onnx.save(m, dst, save_as_external_data=True, location=dst.name + ".data")
+    else:
+        onnx.save(m, dst)
     return dst
+
+
+def big_mlp(path: Path, layers: int = 4, width: int = 4096, seed: int = 0) -> Path:
+    """A model of big weights and small activations, its weights in an external data file beside it (as models over
+    2 GB must keep them): ``layers`` MatMul+Tanh of [width, 2*width] and [2*width, width] float32 weights (4 layers of
+    4096: 512 MiB), one input row [1, width]. Where the memory goes is the weights'."""
+    rng = np.random.default_rng(seed)
+    vi, nodes, inits, x = helper.make_tensor_value_info, [], [], "x"
+    for i in range(layers):
+        a, b = (width, 2 * width) if i % 2 == 0 else (2 * width, width)
+        inits.append(numpy_helper.from_array((rng.standard_normal((a, b), dtype=np.float32) / np.float32(np.sqrt(a))), f"W{i}"))
+        y = "y" if i == layers - 1 else f"h{i}"
+        nodes += [helper.make_node("MatMul", [x, f"W{i}"], [f"m{i}"], name=f"matmul{i}"),
+                  helper.make_node("Tanh", [f"m{i}"], [y], name=f"tanh{i}")]
+        x = y
+    out_width = width if layers % 2 == 0 else 2 * width
+    g = helper.make_graph(nodes, "big_mlp", [vi("x", TensorProto.FLOAT, [1, width])], [vi("y", TensorProto.FLOAT, [1, out_width])], inits)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path, save_as_external_data=True,
+              location=path.name + ".data")
+    return path
 
 
 def check_perturbed(src: Path, dst: Path, shapes: dict[str, tuple[int, ...]]) -> str:
