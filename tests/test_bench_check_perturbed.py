@@ -56,3 +56,19 @@ def test_nan_only_the_copy_produces_is_a_broken_copy(tmp_path):
     onnx.save(m, dst)
     with pytest.raises(ValueError, match="NaN or Inf"):
         bm.check_perturbed(src, dst, {})
+
+
+def test_external_data_source_keeps_its_weights_beside_the_copy(tmp_path):
+    """big_mlp (its weights in an external data file, as the bench's big-weights model): the perturbed copy keeps
+    them in a file of its own beside it, and its weights differ from the source's, each by about 1e-3 relative."""
+    bm = bench_models()
+    src = bm.big_mlp(tmp_path / "m.onnx", layers=2, width=128)
+    dst = bm.perturbed(src, tmp_path / "p.onnx")
+    assert (tmp_path / "p.onnx.data").exists()
+    assert all(t.data_location == TensorProto.EXTERNAL for t in onnx.load(str(dst), load_external_data=False).graph.initializer)
+    a, b = onnx.load(str(src)), onnx.load(str(dst))
+    for ta, tb in zip(a.graph.initializer, b.graph.initializer):
+        wa, wb = numpy_helper.to_array(ta).astype(np.float64), numpy_helper.to_array(tb).astype(np.float64)
+        rel = np.abs(wb / wa - 1)
+        assert 1e-4 < np.median(rel) < 1e-2
+    assert "differs" in bm.check_perturbed(src, dst, {"x": (1, 128)})
