@@ -75,8 +75,8 @@ def test_second_run_is_lean_and_identical(tmp_path, name, sel):
     first, second = _twice(tmp_path, str(sample_path(name)), *sel)
     assert second[:3] == first[:3]
     assert first[2]["tensors"]
-    # a model with its weights in an external data file is no file of its own bytes: the normal path each time
-    assert second[3] is (name == "external_data")
+    # a model with its weights in an external data file too: its files recorded with it (runtime.direct_files)
+    assert second[3] is False
 
 
 @pytest.mark.parametrize("args", [["dynamic_batch", "--all", "--shape", "x=5x3x8x8"], ["mlp", "--all", "--seed", "7"],

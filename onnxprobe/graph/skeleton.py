@@ -41,10 +41,10 @@ def large_initializers(model: onnx.ModelProto) -> list[TensorProto]:
     return [t for t in model.graph.initializer if is_large_tensor(t)]
 
 
-def is_stub(t: TensorProto, location: str = STUB_LOCATION) -> bool:
+def is_stub(t: TensorProto, location: str | None = STUB_LOCATION) -> bool:
     """A stub that ``skeleton`` left for a large initializer (its data elsewhere, by name); ``location``: one
-    that ``point_stubs_at`` pointed at that external-data file instead."""
-    return t.data_location == TensorProto.EXTERNAL and any(e.value == location for e in t.external_data)
+    that ``point_stubs_at`` pointed at that external-data file instead (None: pointed at any file)."""
+    return t.data_location == TensorProto.EXTERNAL and (location is None or any(e.value == location for e in t.external_data))
 
 
 def stub(t: TensorProto, name: str | None = None) -> TensorProto:
@@ -80,7 +80,7 @@ def large_constants(model: onnx.ModelProto) -> dict[str, TensorProto]:
     return {n.output[0]: t for n in model.graph.node if (t := _big_constant(n)) is not None}
 
 
-def _constant_stubs(model: onnx.ModelProto, location: str) -> dict[str, TensorProto]:
+def _constant_stubs(model: onnx.ModelProto, location: str | None) -> dict[str, TensorProto]:
     return {n.output[0]: t for n in model.graph.node if (t := _constant_value(n)) is not None and is_stub(t, location)}
 
 
@@ -116,13 +116,13 @@ def skeleton(model: onnx.ModelProto, constants: bool = False) -> onnx.ModelProto
     return out
 
 
-def stubs(model: onnx.ModelProto, location: str = STUB_LOCATION) -> dict[str, TensorProto]:
+def stubs(model: onnx.ModelProto, location: str | None = STUB_LOCATION) -> dict[str, TensorProto]:
     """The stubs of ``model`` (a skeleton), initializers' and Constants', by the name they stand for (``location``:
     those pointed at that external-data file, ``is_stub``)."""
     return {**{t.name: t for t in model.graph.initializer if is_stub(t, location)}, **_constant_stubs(model, location)}
 
 
-def fill_stubs(model: onnx.ModelProto, weights: dict[str, TensorProto], location: str = STUB_LOCATION,
+def fill_stubs(model: onnx.ModelProto, weights: dict[str, TensorProto], location: str | None = STUB_LOCATION,
                copy: bool = True) -> bool:
     """Put back into ``model``'s stubs (``stubs(model, location)``) the tensors they stand for, from ``weights`` by
     name, each keeping its stub's name (``copy`` False: only check that ``weights`` holds them all). False where

@@ -8,7 +8,8 @@ by the file's bytes: a lookup that finds nothing costs a stat of the model and t
 It records the model file it was made from (size, modification time, digest) and holds what the run needs and
 could not compute without onnx:
 
-- the probed copy as a skeleton whose stubs point into one in-memory external-data file (``LOCATION``): the
+- the probed copy as a skeleton whose stubs point into one in-memory external-data file (``LOCATION``; or, for a
+  model whose weights lie in external data files, at those files: ``runtime.direct_files``): the
   weights' bytes taken from the model file (the offset and length of each one's data, ``_DATA_FIELDS``, found by a walk of the
   file's protobuf wire format, ``weight_extents``; ``moves``), each at an ``ALIGN`` boundary;
 - the probes as ``plan_cache`` stores them, the graph outputs to fetch, the inputs' recipe (name, numpy dtype,
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
     import onnx
 
 LOCATION = "onnxprobe-weights"  # the one in-memory external-data file an entry's stubs point into: the file's weights
-MAX_FILE = 2**31 - 1  # protobuf's limit: a bigger model keeps its weights in external data files, which are not served
+MAX_FILE = 2**31 - 1  # protobuf's limit: a bigger model keeps its weights in external data files (runtime.direct_files)
 # each weight's bytes start at a multiple of this in the buffer onnxruntime reads them from: its kernels sum
 # otherwise (ReduceSum of 5000 float32 gives -37.389652 at a 16-byte boundary, -37.38966 8 bytes past one),
 # and the normal path hands them over from Python bytes objects, which start at 16-byte boundaries
@@ -86,9 +87,19 @@ def entry(key: str, path: str, before: tuple, plan_model: "onnx.ModelProto", wei
     # a stub ``weights`` does not hold: the probed copy held it inline (skeleton made the stub from its own tensor)
     inline = weights_of(plan_model) if any(n not in (weights or {}) for n in held) else {}
     files: dict = {}
-    got = file_weights(path, before, {n: (n, (weights or {}).get(n, inline.get(n))) for n in held}, files, 0)
-    if got is None:
-        return False
+    used = {n: (weights or {}).get(n, inline.get(n)) for n in held}
+    got = file_weights(path, before, {n: (n, t) for n, t in used.items()}, files, 0)
+    outside: dict = {"data_files": [], "folder": ""}
+    if got is None:  # the weights in external data files: onnxruntime reads them there (runtime.direct_files)
+        from onnxprobe.runtime.direct_files import outside_weights
+
+        found = outside_weights(path, before, used)
+        if found is None:
+            return False
+        files, (model_record, *data_files), folder = found
+        got = {**model_record, "moves": []}, 0
+        outside = {"data_files": data_files, "folder": folder}
+        del model_record["path"]
     record, packed = got
     point_stubs_at(sk, files)
     try:
@@ -98,7 +109,7 @@ def entry(key: str, path: str, before: tuple, plan_model: "onnx.ModelProto", wei
     meta = {"probes": [asdict(p) for p in probes], "outputs": list(outputs), "own": list(own), "recipe": recipe,
             "seed": int(seed), "int_range": [int(int_range[0]), int(int_range[1])], "notes": list(notes),
             "warnings": list(warnings), "runtime_options": dict(runtime_options), "moves": record.pop("moves"),
-            "packed": packed, "file": record}
+            "packed": packed, "file": record, **outside}
     plan_cache.write_entry(key, serialised, meta)
     return True
 
@@ -158,8 +169,12 @@ def file_weights(path: str, before: tuple, held: dict, files: dict, packed: int)
 # --- serving a hit (no onnx) ------------------------------------------------------------------------------------
 
 def _meta_fits(meta: dict) -> bool:
+    from onnxprobe.runtime.direct_files import records_fit
+
     lists = ("probes", "outputs", "own", "recipe", "notes", "warnings", "int_range")
     file = meta.get("file")
+    if not records_fit(meta.get("data_files")) or not isinstance(meta.get("folder"), str):
+        return False
     return (all(isinstance(meta.get(k), list) for k in lists) and plan_cache.strings(meta["outputs"])
             and plan_cache.strings(meta["own"]) and plan_cache.strings(meta["notes"]) and plan_cache.strings(meta["warnings"])
             and isinstance(meta.get("seed"), int) and isinstance(meta.get("runtime_options"), dict)
@@ -192,6 +207,11 @@ def run(key: str, path: str, size: int, opt_level: str) -> dict | None:
         weights = load_weights([(path, size, meta["file"], meta["moves"])], meta["packed"])
         if weights is None:
             return None  # another file now: the normal path, whose entry replaces this one
+        if meta["data_files"]:
+            from onnxprobe.runtime.direct_files import files_unchanged
+
+            if not files_unchanged(meta["data_files"]):
+                return None
         pending, feeds = start_drawn(skel, weights, opt_level, meta)
         try:
             if any(p.ref.kind == "input" and p.ref.name not in feeds for p in probes):
@@ -269,9 +289,9 @@ def run_skeleton(skel: bytes, weights: np.ndarray, opt_level: str, feeds: dict, 
     return start_skeleton(skel, weights, opt_level).run(feeds, outputs)
 
 
-def start_skeleton(skel: bytes, weights: np.ndarray, opt_level: str) -> "Pending":
+def start_skeleton(skel: bytes, weights: np.ndarray, opt_level: str, folder: str = "") -> "Pending":
     """The session of ``skel`` over ``weights`` (``run_skeleton``), built from now on in a worker thread."""
-    return Pending(skel, weights, opt_level)
+    return Pending(skel, weights, opt_level, folder)
 
 
 def start_drawn(skel: bytes, weights: np.ndarray, opt_level: str, meta: dict) -> tuple["Pending", dict]:
@@ -279,7 +299,7 @@ def start_drawn(skel: bytes, weights: np.ndarray, opt_level: str, meta: dict) ->
     (``while_building``) and the inputs drawn from the entry's recipe (its ``recipe``, ``seed`` and ``int_range``:
     numpy.random's import and the draw, 0.01 s on PP-OCRv4 det): (the session, the feeds). Where either fails, the
     session is let go and the failure raised (a Ctrl-C as one)."""
-    pending = start_skeleton(skel, weights, opt_level)
+    pending = start_skeleton(skel, weights, opt_level, meta.get("folder", ""))
     try:
         meanwhile()
         return pending, draw([(n, d, tuple(s)) for n, d, s in meta["recipe"]], meta["seed"], tuple(meta["int_range"]))
@@ -323,13 +343,15 @@ class Pending:
     waits for it and lets it go (a session left building would outlive the interpreter's shutdown). The thread is
     not a daemon: a process that ends meanwhile waits for it rather than tearing onnxruntime down under it."""
 
-    def __init__(self, skel: bytes, weights: np.ndarray, opt_level: str):
+    def __init__(self, skel: bytes, weights: np.ndarray, opt_level: str, folder: str = ""):
         import threading
 
         from onnxprobe.runtime.ort_options import ort_module, session_options
 
         self._ort = ort = ort_module()
         so = session_options(ort, opt_level=opt_level, arena=True)
+        if folder:  # the weights in their model's external data files, at locations relative to this folder
+            so.add_session_config_entry("session.model_external_initializers_file_folder_path", folder)
         if weights.size:
             so.add_session_config_entry("session.use_external_initializer_file_buffers_directly", "1")
             so.add_external_initializers_from_files_in_memory([LOCATION], [weights], [weights.size])
@@ -417,6 +439,7 @@ def probed_model(skel: bytes, base: "onnx.ModelProto") -> "onnx.ModelProto":
     from onnxprobe.graph.skeleton import fill_stubs, weights_of
 
     model = onnx.load_model_from_string(skel)
-    if not fill_stubs(model, weights_of(base), LOCATION):
+    # every stub: pointed into the model file's weights (LOCATION), or at their external data files (direct_files)
+    if not fill_stubs(model, weights_of(base), None):
         raise KeyError("the model no longer holds a weight its cached probed copy reads")
     return model

@@ -198,7 +198,7 @@ def _weights_in_place(so, sk: onnx.ModelProto, big: list[tuple[str, onnx.TensorP
     from onnxprobe.graph.weight_files import common_folder, marked, unchanged
 
     on_disk: dict[str, tuple[str, int, int]] = {}
-    if _READS_FOLDERS <= _version(ort_module().__version__):
+    if reads_folders():
         on_disk = {name: where for name, t in big if (where := marked(t)) is not None and unchanged(t, where)}
         if len(on_disk) < len(big):  # onnxruntime told of in-memory files looks for every one among them (measured)
             on_disk = {}
@@ -222,6 +222,11 @@ def _weights_in_place(so, sk: onnx.ModelProto, big: list[tuple[str, onnx.TensorP
 # (session.model_external_initializers_file_folder_path, onnxruntime pull request 23557): older ones ignore the
 # setting and would look in the working directory
 _READS_FOLDERS = (1, 21)
+
+
+def reads_folders() -> bool:
+    """Whether this onnxruntime reads a model's external data from the folder it is told (``_READS_FOLDERS``)."""
+    return _READS_FOLDERS <= _version(ort_module().__version__)
 
 
 def _version(v: str) -> tuple[int, ...]:

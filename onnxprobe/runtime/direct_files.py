@@ -1,0 +1,118 @@
+"""The direct mode's weights in external data files (``runtime.direct``): a model whose big weights lie beside it.
+
+An index entry of such a model holds its probed copy with each stub pointed at its weight's bytes in its data file
+(a location relative to the deepest folder holding every such file, ``graph.weight_files.common_folder``), and
+records the model file and every external data file the model names (a small tensor's file too: its values are
+inline in the entry's skeleton) by size, status and digest. Serving it checks each file as the model file is
+checked (``model_file.unchanged``: its status trusted, else hashed), and onnxruntime maps the weights from the
+files itself: no buffer of them, no onnx, nothing of the model parsed (plain inference's memory: a model of
+512 MiB of MatMul weights held them twice on the normal path, in the proto and in onnxruntime's packed copy).
+
+``outside_weights`` (at an entry, onnx loaded) says where the stubs' bytes are, comparing each with the tensor the
+run used; ``files_unchanged`` (at a hit, without onnx) checks the records. An entry is made only where every stub
+lies in an external data file: onnxruntime given a folder and in-memory files looks up every weight among the
+latter (measured, onnxruntime 1.32).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from onnxprobe.runtime.model_file import file_state, open_regular, stat_record, stream, unchanged
+
+
+def outside_weights(path: str, before: tuple, held: dict) -> tuple[dict, list[dict], str] | None:
+    """For the stubs ``held`` (stub name -> the tensor the run used, by that name a main-graph initializer of the model
+    file ``path``, ``before`` its ``file_state`` when the run began): ``files`` ({stub: (location, length, offset)},
+    the location relative to the folder returned), the records of the model file and of every external data file it
+    names (path, size, digest, stat, recorded_ns; the model file's first), and that folder. None where it cannot be
+    served so: a stub's tensor not in a file of its own (inline in the model), not the bytes the run used, a file
+    changed since ``before`` or while read, an onnxruntime that cannot be told the folder."""
+    import onnx
+
+    from onnxprobe.graph.extents import all_tensors, is_external, source
+    from onnxprobe.graph.weight_files import common_folder
+    from onnxprobe.runtime.ort import reads_folders
+
+    if held and not reads_folders():
+        return None
+    base = os.path.dirname(path) or "."
+    try:
+        header = onnx.load(path, load_external_data=False)
+        files_named = {str(source(t, base)[0].resolve()) for t in all_tensors(header) if is_external(t)}
+        inits: dict = {}
+        for t in header.graph.initializer:
+            inits[t.name] = None if t.name in inits else t  # two of one name: which did the run use? not served
+        where = {}
+        for name, used in held.items():
+            t = inits.get(name)
+            if t is None or used is None or not is_external(t) or not used.HasField("raw_data"):
+                return None
+            file, offset, length = source(t, base)
+            if length is None:
+                return None
+            where[name] = (str(file.resolve()), offset, length, used)
+    except Exception:  # noqa: BLE001 - a file the normal path read differently: not served
+        return None
+    if not files_named:  # no external data: the model file's own form (runtime.direct.file_weights) or none
+        return None
+    records = [_record(path, [], before)]
+    for file in sorted(files_named):
+        records.append(_record(file, [(o, n, used) for f, o, n, used in where.values() if f == file]))
+    if any(r is None for r in records):
+        return None
+    if not where:  # every weight inline in the skeleton (none big enough for a stub): only the records matter
+        return {}, records, ""
+    folder, relative = common_folder([f for f, _, _, _ in where.values()])
+    files = {name: (loc, n, o) for (name, (_, o, n, _)), loc in zip(where.items(), relative)}
+    return files, records, folder
+
+
+def _record(path: str, extents: list, before: tuple | None = None) -> dict | None:
+    """A file's record (path, size, digest, stat, recorded_ns), each of its ``extents`` ((offset, length, tensor)) compared
+    with that tensor's bytes as they pass (one tensor's bytes held at a time); None where they differ, the file is not
+    ``before`` (its state when the run began, where given) or changed while it was read."""
+    held: dict = {}
+
+    def same(k: int, at: int, chunk) -> bool:
+        if k not in held:
+            held.clear()
+            held[k] = extents[k][2].raw_data  # a copy (protobuf's): one tensor's at a time
+        return len(held[k]) == extents[k][1] and held[k].startswith(chunk.tobytes(), at)
+
+    try:
+        with open_regular(path) as f:
+            st = os.fstat(f.fileno())
+            if (before is not None and file_state(st) != tuple(before)) or any(o + n > st.st_size for o, n, _ in extents):
+                return None
+            digest = stream(f, st.st_size, [[o, n] for o, n, _ in extents], same)
+            if digest is None or file_state(os.fstat(f.fileno())) != file_state(st) or file_state(os.stat(path)) != file_state(st):
+                return None
+    except OSError:
+        return None
+    return {"path": path, "size": int(st.st_size), "digest": digest, "stat": stat_record(st), "recorded_ns": time.time_ns()}
+
+
+def files_unchanged(records: list) -> bool:
+    """Whether every file ``records`` describe (``outside_weights``) is still that file: its status trusted
+    (``model_file.unchanged``), else its bytes hashed, a CHUNK at a time."""
+    for r in records:
+        try:
+            with open_regular(r["path"]) as f:
+                st = os.fstat(f.fileno())
+                if st.st_size != r["size"]:
+                    return False
+                if not unchanged(st, r) and stream(f, r["size"], [], None) != r["digest"]:
+                    return False
+        except OSError:
+            return False
+    return True
+
+
+def records_fit(records) -> bool:
+    """Whether an entry's ``data_files`` are records as ``outside_weights`` writes them."""
+    return isinstance(records, list) and all(
+        isinstance(r, dict) and isinstance(r.get("path"), str) and os.path.isabs(r["path"]) and isinstance(r.get("size"), int)
+        and isinstance(r.get("digest"), str) and isinstance(r.get("stat"), list) and isinstance(r.get("recorded_ns"), int)
+        for r in records)
