@@ -151,3 +151,46 @@ def test_entry_records_every_data_file(tmp_path, cache):
     recorded = {os.path.basename(r["path"]) for r in metas[0]["data_files"]}
     assert recorded == {"W1", "W2", "B"}  # onnx.save names a tensor's own file after it
     assert metas[0]["folder"] == str(tmp_path.resolve())
+
+
+def test_data_file_edited_during_the_first_run_is_not_indexed(tmp_path, cache, monkeypatch):
+    """The small weight B (inline in the entry) edited after the first run read it and before its entry is written: the
+    entry would pair the old B with the edited file's digest. Every external tensor is compared with the entry's as
+    the files are hashed: no entry, and the next run reads the edited file."""
+    from onnxprobe.runtime import direct
+
+    path = tmp_path / "m.onnx"
+    _write(path)
+    data = path.parent / (path.name + ".data")
+    real = direct.entry
+
+    def edit_then_entry(*args, **kwargs):
+        raw = bytearray(data.read_bytes())
+        at = bytes(raw).index(B.tobytes()) + 4 * 5
+        raw[at:at + 4] = np.float32(50).tobytes()
+        data.write_bytes(bytes(raw))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(direct, "entry", edit_then_entry)
+    _layers(path)
+    monkeypatch.setattr(direct, "entry", real)
+    res = _layers(path)
+    assert not _served(res)
+    _check(res, path)
+
+
+@pytest.mark.parametrize("big", [True, False], ids=["stubbed", "inline"])
+def test_external_constant_value_is_not_indexed(tmp_path, cache, big):
+    """A Constant whose value lies in the data file beside an initializer's (big: a stub named by its output; small:
+    inline in the entry, and not compared): not served."""
+    path = tmp_path / "m.onnx"
+    vi = helper.make_tensor_value_info
+    c = W1 if big else W1[:8]
+    m = make_model([helper.make_node("Constant", [], ["c"], name="c", value=numpy_helper.from_array(c, "cval")),
+                    helper.make_node("MatMul", ["x", "c"], ["h"], name="mm"), helper.make_node("MatMul", ["h", "W2"], ["y"], name="mm2")],
+                   [vi("x", TensorProto.FLOAT, [3, c.shape[0]])], [vi("y", TensorProto.FLOAT, [3, 80])], [numpy_helper.from_array(W2, "W2")])
+    onnx.save_model(m, str(path), save_as_external_data=True, location="m.data", size_threshold=0, convert_attribute=True)
+    header = onnx.load(str(path), load_external_data=False)
+    assert header.graph.node[0].attribute[0].t.data_location == header.graph.initializer[0].data_location == TensorProto.EXTERNAL
+    _layers(path)
+    assert not _served(_layers(path))

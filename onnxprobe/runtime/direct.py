@@ -93,7 +93,7 @@ def entry(key: str, path: str, before: tuple, plan_model: "onnx.ModelProto", wei
     if got is None:  # the weights in external data files: onnxruntime reads them there (runtime.direct_files)
         from onnxprobe.runtime.direct_files import outside_weights
 
-        found = outside_weights(path, before, used)
+        found = outside_weights(path, before, used, {t.name: t for t in sk.graph.initializer if t.name not in used})
         if found is None:
             return False
         files, (model_record, *data_files), folder = found

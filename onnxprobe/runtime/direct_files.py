@@ -22,13 +22,17 @@ import time
 from onnxprobe.runtime.model_file import file_state, open_regular, stat_record, stream, unchanged
 
 
-def outside_weights(path: str, before: tuple, held: dict) -> tuple[dict, list[dict], str] | None:
+def outside_weights(path: str, before: tuple, held: dict, inline: dict) -> tuple[dict, list[dict], str] | None:
     """For the stubs ``held`` (stub name -> the tensor the run used, by that name a main-graph initializer of the model
-    file ``path``, ``before`` its ``file_state`` when the run began): ``files`` ({stub: (location, length, offset)},
-    the location relative to the folder returned), the records of the model file and of every external data file it
-    names (path, size, digest, stat, recorded_ns; the model file's first), and that folder. None where it cannot be
-    served so: a stub's tensor not in a file of its own (inline in the model), not the bytes the run used, a file
-    changed since ``before`` or while read, an onnxruntime that cannot be told the folder."""
+    file ``path``, ``before`` its ``file_state`` when the run began) and the entry's ``inline`` initializers (by name,
+    their values in its skeleton): ``files`` ({stub: (location, length, offset)}, the location relative to the folder
+    returned), the records of the model file and of every external data file it names (path, size, digest, stat,
+    recorded_ns; the model file's first), and that folder. Every external tensor's bytes are compared with the
+    tensor the entry stands for as the files are hashed, so that a record's digest is of the very bytes the entry
+    holds or points at. None where it cannot be served so: a stub's tensor not in a file of its own (inline in the
+    model), bytes other than the run's, an external tensor that is not a main-graph initializer (a Constant's value,
+    a body's weight: not compared), a file changed since ``before`` or while read, an onnxruntime that cannot be told
+    the folder."""
     import onnx
 
     from onnxprobe.graph.extents import all_tensors, is_external, source
@@ -40,26 +44,27 @@ def outside_weights(path: str, before: tuple, held: dict) -> tuple[dict, list[di
     base = os.path.dirname(path) or "."
     try:
         header = onnx.load(path, load_external_data=False)
-        files_named = {str(source(t, base)[0].resolve()) for t in all_tensors(header) if is_external(t)}
         inits: dict = {}
         for t in header.graph.initializer:
             inits[t.name] = None if t.name in inits else t  # two of one name: which did the run use? not served
-        where = {}
-        for name, used in held.items():
-            t = inits.get(name)
-            if t is None or used is None or not is_external(t) or not used.HasField("raw_data"):
-                return None
+        outside = {t.name: t for t in header.graph.initializer if is_external(t)}
+        if not outside or sum(is_external(t) for t in all_tensors(header)) != len(outside) or len(outside) != sum(
+                is_external(t) for t in header.graph.initializer) or any(n not in outside for n in held):
+            return None
+        where, compared = {}, {}
+        for name, t in outside.items():
             file, offset, length = source(t, base)
-            if length is None:
+            used = held.get(name, inline.get(name))
+            if inits[name] is None or length is None or (name in held and (used is None or not used.HasField("raw_data"))):
                 return None
-            where[name] = (str(file.resolve()), offset, length, used)
+            compared[name] = (str(file.resolve()), offset, length, used)  # used None: a weight the entry does not hold
+            if name in held:
+                where[name] = compared[name]
     except Exception:  # noqa: BLE001 - a file the normal path read differently: not served
         return None
-    if not files_named:  # no external data: the model file's own form (runtime.direct.file_weights) or none
-        return None
     records = [_record(path, [], before)]
-    for file in sorted(files_named):
-        records.append(_record(file, [(o, n, used) for f, o, n, used in where.values() if f == file]))
+    for file in sorted({f for f, _, _, _ in compared.values()}):
+        records.append(_record(file, [(o, n, used) for f, o, n, used in compared.values() if f == file and used is not None]))
     if any(r is None for r in records):
         return None
     if not where:  # every weight inline in the skeleton (none big enough for a stub): only the records matter
@@ -78,7 +83,8 @@ def _record(path: str, extents: list, before: tuple | None = None) -> dict | Non
     def same(k: int, at: int, chunk) -> bool:
         if k not in held:
             held.clear()
-            held[k] = extents[k][2].raw_data  # a copy (protobuf's): one tensor's at a time
+            t = extents[k][2]
+            held[k] = t.raw_data if t.HasField("raw_data") else _as_raw(t)  # a copy (protobuf's): one tensor's at a time
         return len(held[k]) == extents[k][1] and held[k].startswith(chunk.tobytes(), at)
 
     try:
@@ -92,6 +98,13 @@ def _record(path: str, extents: list, before: tuple | None = None) -> dict | Non
     except OSError:
         return None
     return {"path": path, "size": int(st.st_size), "digest": digest, "stat": stat_record(st), "recorded_ns": time.time_ns()}
+
+
+def _as_raw(t) -> bytes:
+    """A tensor's bytes as raw_data lays them out, where it holds typed fields (float_data...)."""
+    from onnx import numpy_helper
+
+    return numpy_helper.to_array(t).tobytes()
 
 
 def files_unchanged(records: list) -> bool:
