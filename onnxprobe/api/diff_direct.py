@@ -72,12 +72,20 @@ def _remember(t: Ticket, res) -> None:
         held[side][name] = (name[len(PREFIX_A if side == 0 else PREFIX):], fg.weights.get(name))
     files: dict = {}
     records, packed = [], 0
+    outside: dict = {"data_files": [], "folder": ""}
     for path, before, h in zip(t.paths, t.states, held):
         got = direct.file_weights(path, before, h, files, packed)
         if got is None:
-            return
+            break
         record, packed = got
         records.append(record)
+    else:
+        got = True
+    if got is None:  # both models' weights in external data files: onnxruntime reads them there (runtime.direct_files)
+        found = _outside(t, fg, held)
+        if found is None:
+            return
+        files, records, outside = found
     exact = plan.exact_inputs
     template = {
         # one freeze: the report's pairs are the matching's, and come back as the same objects
@@ -97,8 +105,33 @@ def _remember(t: Ticket, res) -> None:
     finally:
         unpoint_stubs(pointed)
     meta = {"entry": ENTRY, "outputs": list(fg.outputs), "recipe": recipe, "seed": int(t.spec.seed),
-            "int_range": [int(v) for v in t.spec.int_range], "packed": packed, "files": records, "template": template}
+            "int_range": [int(v) for v in t.spec.int_range], "packed": packed, "files": records, "template": template,
+            **outside}
     plan_cache.write_entry(t.key, serialised, meta)
+
+
+def _outside(t: Ticket, fg, held: list[dict]) -> tuple[dict, list, dict] | None:
+    """Where both models' stubs lie in their external data files (``runtime.direct_files``): (the stubs' files, at
+    locations relative to one folder, the two models' records, and the data files' records and that folder); None
+    where a model's do not (a model of its own bytes beside one of external data is not served: onnxruntime, given
+    in-memory files, looks every weight up among them)."""
+    from onnxprobe.graph.merge import PREFIX, PREFIX_A
+    from onnxprobe.graph.skeleton import is_stub
+    from onnxprobe.runtime.direct_files import outside_weights, relative
+
+    files, records, data_files = {}, [], []
+    for side, (path, before, h) in enumerate(zip(t.paths, t.states, held)):
+        prefix = PREFIX_A if side == 0 else PREFIX
+        inline = {i.name[len(prefix):]: i for i in fg.model.graph.initializer if i.name.startswith(prefix) and not is_stub(i)}
+        found = outside_weights(path, before, {name: tensor for name, tensor in h.values()}, inline)
+        if found is None:
+            return None
+        by_name = {name: stub for stub, (name, _) in h.items()}
+        files.update({by_name[name]: where for name, where in found[0].items()})
+        records.append({k: v for k, v in found[1][0].items() if k != "path"} | {"moves": []})
+        data_files += found[1][1:]
+    files, folder = relative(files)
+    return files, records, {"data_files": data_files, "folder": folder}
 
 
 # --- serving a hit ------------------------------------------------------------------------------------------------

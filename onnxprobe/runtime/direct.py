@@ -91,12 +91,12 @@ def entry(key: str, path: str, before: tuple, plan_model: "onnx.ModelProto", wei
     got = file_weights(path, before, {n: (n, t) for n, t in used.items()}, files, 0)
     outside: dict = {"data_files": [], "folder": ""}
     if got is None:  # the weights in external data files: onnxruntime reads them there (runtime.direct_files)
-        from onnxprobe.runtime.direct_files import outside_weights
+        from onnxprobe.runtime.direct_files import outside_weights, relative
 
         found = outside_weights(path, before, used, {t.name: t for t in sk.graph.initializer if t.name not in used})
         if found is None:
             return False
-        files, (model_record, *data_files), folder = found
+        (files, folder), (model_record, *data_files) = relative(found[0]), found[1]
         got = {**model_record, "moves": []}, 0
         outside = {"data_files": data_files, "folder": folder}
         del model_record["path"]

@@ -22,12 +22,12 @@ import time
 from onnxprobe.runtime.model_file import file_state, open_regular, stat_record, stream, unchanged
 
 
-def outside_weights(path: str, before: tuple, held: dict, inline: dict) -> tuple[dict, list[dict], str] | None:
+def outside_weights(path: str, before: tuple, held: dict, inline: dict) -> tuple[dict, list[dict]] | None:
     """For the stubs ``held`` (stub name -> the tensor the run used, by that name a main-graph initializer of the model
     file ``path``, ``before`` its ``file_state`` when the run began) and the entry's ``inline`` initializers (by name,
-    their values in its skeleton): ``files`` ({stub: (location, length, offset)}, the location relative to the folder
-    returned), the records of the model file and of every external data file it names (path, size, digest, stat,
-    recorded_ns; the model file's first), and that folder. Every external tensor's bytes are compared with the
+    their values in its skeleton): ``files`` ({stub: (file, length, offset)}, the file absolute: ``relative`` makes
+    the locations onnxruntime reads) and the records of the model file and of every external data file it names
+    (path, size, digest, stat, recorded_ns; the model file's first). Every external tensor's bytes are compared with the
     tensor the entry stands for as the files are hashed, so that a record's digest is of the very bytes the entry
     holds or points at. None where it cannot be served so: a stub's tensor not in a file of its own (inline in the
     model), bytes other than the run's, an external tensor that is not a main-graph initializer (a Constant's value,
@@ -36,7 +36,6 @@ def outside_weights(path: str, before: tuple, held: dict, inline: dict) -> tuple
     import onnx
 
     from onnxprobe.graph.extents import all_tensors, is_external, source
-    from onnxprobe.graph.weight_files import common_folder
     from onnxprobe.runtime.ort import reads_folders
 
     if held and not reads_folders():
@@ -67,11 +66,18 @@ def outside_weights(path: str, before: tuple, held: dict, inline: dict) -> tuple
         records.append(_record(file, [(o, n, used) for f, o, n, used in compared.values() if f == file and used is not None]))
     if any(r is None for r in records):
         return None
-    if not where:  # every weight inline in the skeleton (none big enough for a stub): only the records matter
-        return {}, records, ""
-    folder, relative = common_folder([f for f, _, _, _ in where.values()])
-    files = {name: (loc, n, o) for (name, (_, o, n, _)), loc in zip(where.items(), relative)}
-    return files, records, folder
+    return {name: (f, n, o) for name, (f, o, n, _) in where.items()}, records
+
+
+def relative(files: dict) -> tuple[dict, str]:
+    """``outside_weights``' files ({stub: (absolute file, length, offset)}, of one model or several) at locations
+    relative to the deepest folder that holds them all, and that folder ("" where there are none)."""
+    from onnxprobe.graph.weight_files import common_folder  # (onnx: at an entry, never at a hit)
+
+    if not files:
+        return {}, ""
+    folder, locations = common_folder([f for f, _, _ in files.values()])
+    return {name: (loc, n, o) for (name, (_, n, o)), loc in zip(files.items(), locations)}, folder
 
 
 def _record(path: str, extents: list, before: tuple | None = None) -> dict | None:
