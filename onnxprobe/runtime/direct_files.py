@@ -47,8 +47,8 @@ def outside_weights(path: str, before: tuple, held: dict, inline: dict) -> tuple
         for t in header.graph.initializer:
             inits[t.name] = None if t.name in inits else t  # two of one name: which did the run use? not served
         outside = {t.name: t for t in header.graph.initializer if is_external(t)}
-        if not outside or sum(is_external(t) for t in all_tensors(header)) != len(outside) or len(outside) != sum(
-                is_external(t) for t in header.graph.initializer) or any(n not in outside for n in held):
+        # every external tensor a main-graph initializer of a name of its own; every stub one of them
+        if not outside or sum(is_external(t) for t in all_tensors(header)) != len(outside) or any(n not in outside for n in held):
             return None
         where, compared = {}, {}
         for name, t in outside.items():
