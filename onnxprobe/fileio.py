@@ -16,6 +16,21 @@ from pathlib import Path
 from typing import BinaryIO, Callable, Iterator
 
 
+def open_regular(path: str | os.PathLike, follow: bool = True) -> BinaryIO:
+    """``path`` opened for reading when it is a regular file (OSError otherwise): opened without blocking, so that a
+    FIFO swapped in since the caller's stat never waits for a writer, then checked. ``follow`` False: a symbolic link
+    is refused too (O_NOFOLLOW), as onnx refuses one for external data."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | (0 if follow else getattr(os, "O_NOFOLLOW", 0))
+    fd = os.open(path, flags)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path}: not a regular file")
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "rb")
+
+
 def umask() -> int:
     mask = os.umask(0)
     os.umask(mask)

@@ -5,6 +5,7 @@ Oracle: numpy float64 of the weights as written, and of the weights as changed i
 
 from __future__ import annotations
 
+import os
 import shutil
 
 import numpy as np
@@ -148,3 +149,55 @@ def test_moved_model_still_runs(tmp_path, monkeypatch):
     shutil.move(tmp_path / "m", tmp_path / "elsewhere")
     _close(_y(m), _oracle())
     assert stubs(skeleton(m.proto))  # the weights were stubbed (and so handed over from memory, the file gone)
+
+
+def test_data_file_swapped_for_a_fifo_is_not_waited_for(tmp_path, monkeypatch):
+    """The data file replaced by a named pipe after the model was read: the check opens it without blocking and runs
+    the weights the model holds (it waited for a writer for ever, QA)."""
+    monkeypatch.setattr(ort_mod, "SKELETON_BYTES", 0)
+    m = api.load(_write(tmp_path / "m"))
+    data = tmp_path / "m" / "m.data"
+    data.unlink()
+    os.mkfifo(data)
+    _close(_y(m), _oracle())
+
+
+def test_marks_stay_in_the_process(tmp_path, monkeypatch):
+    """A mark names no path and is read only by the process that made it: a model saved from api.load's proto (or
+    written by onnxprobe) carries no path, and its entry, read back, says nothing of where weights lie."""
+    monkeypatch.setattr(ort_mod, "SKELETON_BYTES", 0)
+    m = api.load(_write(tmp_path / "m"))
+    assert all(str(tmp_path) not in e.value for t in m.proto.graph.initializer for e in t.external_data)
+    onnx.save(m.proto, tmp_path / "saved.onnx")
+    again = onnx.load(tmp_path / "saved.onnx")
+    assert any(e.key == KEY for t in again.graph.initializer for e in t.external_data)  # (onnx.save keeps it)
+    assert all(str(tmp_path) not in e.value for t in again.graph.initializer for e in t.external_data)
+    import onnxprobe.graph.weight_files as wf
+    monkeypatch.setattr(wf, "_TOKEN", "another-process")  # the file read in another process: no mark
+    assert all(marked(t) is None for t in again.graph.initializer)
+
+
+def test_a_model_onnxprobe_writes_carries_no_mark(tmp_path):
+    from onnxprobe.graph.external import write_model
+
+    m = api.load(_write(tmp_path / "m"))
+    (tmp_path / "out").mkdir()
+    write_model(m.proto, tmp_path / "out" / "w.onnx")
+    written = onnx.load(tmp_path / "out" / "w.onnx", load_external_data=False)
+    assert not any(e.key == KEY for t in written.graph.initializer for e in t.external_data)
+    assert any(marked(t) for t in m.proto.graph.initializer)  # the model written is a copy: its marks stay
+
+
+def test_a_retry_at_a_lowered_ir_version_registers_the_weights_once(tmp_path, monkeypatch):
+    """A model of an IR version newer than onnxruntime reads is retried at a lowered one: with one weight changed in
+    memory (every weight handed over from memory) the retry registered the in-memory files a second time in the same
+    options and failed ("An entry for this name has already been added", QA)."""
+    monkeypatch.setattr(ort_mod, "SKELETON_BYTES", 0)
+    p = _write(tmp_path / "m")
+    model = onnx.load(p, load_external_data=False)
+    model.ir_version = 99
+    onnx.save(model, tmp_path / "m" / "new_ir.onnx")
+    m = api.load(tmp_path / "m" / "new_ir.onnx")
+    w2 = W2 * 3
+    next(t for t in m.proto.graph.initializer if t.name == "W2").raw_data = w2.tobytes()
+    _close(_y(m), _oracle(w2=w2))

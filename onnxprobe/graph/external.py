@@ -36,6 +36,7 @@ from onnxprobe.graph.builder import single_initializers
 from onnxprobe.graph.extents import (ExtentProblem, all_tensors, extent_problems, is_external, location, source, sparse_tensors,
                                      tensor_nbytes)
 from onnxprobe.graph.io import PROTO_LIMIT, check_output_path, load_model, model_size
+from onnxprobe.graph.weight_files import unmark
 
 SMALL_TENSOR = 1 << 20  # external tensors up to this size are read by load_lazy
 INLINE_LIMIT = 1024  # tensors below this stay inside the .onnx file when OUT.data is written
@@ -167,6 +168,7 @@ def write_model(
     m = onnx.ModelProto()
     m.CopyFrom(model)
     tensors = list(all_tensors(m))
+    unmark(tensors)  # where a loaded weight came from (graph.weight_files) is this process's, not the file's
     has_ext = any(is_external(t) for t in tensors)
     if has_ext and base_dir is None:
         raise ValueError("base_dir is required for a model with external tensors")
@@ -241,8 +243,11 @@ def _write_in_place(model: onnx.ModelProto, o: Path, external: bool | None) -> W
     if external or any(is_external(t) for t in all_tensors(model)) or model_size(model) >= PROTO_LIMIT:
         raise OutputRefused(f"{o}: is not a regular file, and this model's weights need a data file beside it; "
                          "choose a file name")
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    unmark(all_tensors(m))
     try:
-        data = model.SerializeToString()
+        data = m.SerializeToString()
         with open(o, "wb") as f:
             f.write(data)
     except OSError as e:

@@ -6,9 +6,12 @@ from there, a weight was in memory three times (measured, onnxruntime 1.32, eigh
 (protobuf gives its bytes as a copy), and in onnxruntime's own prepacked form, which cannot replace a buffer it was
 told to run on. Plain inference maps the file, and lets each weight's pages go once it has packed it.
 
-So ``graph.io.load_model`` marks each main-graph weight it read from an external file (``mark``: the file, resolved,
-the offset and the length, in one ``external_data`` entry of ours, ``KEY``, on a tensor whose data is in the
-proto: onnx, onnxruntime and OpenVINO read ``external_data`` only of a tensor whose data_location is EXTERNAL), and
+So ``graph.io.load_model`` marks each main-graph weight it read from an external file (``mark``: one ``external_data``
+entry of ours, ``KEY``, on a tensor whose data is in the proto: onnx, onnxruntime and OpenVINO read ``external_data``
+only of a tensor whose data_location is EXTERNAL). The entry holds a key into this process's own table of where the
+bytes came from (the file, resolved, the offset and the length), never the path itself: a proto that leaves the
+process (``onnx.save`` of ``api.load(...).proto``, a model onnxprobe writes) carries a word no other process reads,
+and a file that holds such an entry is not trusted to say where any weight lies. And
 a session is built with that weight pointed at its file (``on_disk``, ``runtime.ort``) where the bytes in memory are
 still the file's (``unchanged``: compared a chunk at a time, so a weight changed in place since it was read, or a
 file changed under the model, runs as the proto holds it). Only weights a skeleton stubs are marked
@@ -22,29 +25,44 @@ from pathlib import Path
 
 from onnx import TensorProto
 
-KEY = "onnxprobe-source"  # value: "OFFSET:LENGTH:FILE", FILE absolute and resolved
+from onnxprobe.fileio import open_regular
+
+KEY = "onnxprobe-source"  # value: "TOKEN:N", N this process's entry in _SOURCES
 CHUNK = 16 << 20
+# this process's: an entry of another (a model written with one) is no mark (os.urandom: `secrets` imports hashlib,
+# which loads OpenSSL's 3.5 MB)
+_TOKEN = os.urandom(8).hex()
+_SOURCES: list[tuple[str, int, int]] = []  # (file, offset, length) by N
 
 
 def mark(t: TensorProto, file: Path, offset: int, length: int) -> None:
     """Record on a tensor just read from ``file`` (its bytes ``offset``..``offset + length``) where they came from."""
+    _SOURCES.append((str(file), int(offset), int(length)))
     e = t.external_data.add()
-    e.key, e.value = KEY, f"{offset}:{length}:{file}"
+    e.key, e.value = KEY, f"{_TOKEN}:{len(_SOURCES) - 1}"
 
 
 def marked(t: TensorProto) -> tuple[str, int, int] | None:
-    """(file, offset, length) that ``mark`` recorded on ``t``, or None: none recorded, a tensor whose data is
-    external after all, or an entry of another form."""
+    """(file, offset, length) that ``mark`` recorded on ``t`` in this process, or None: none recorded, one of another
+    process, a tensor whose data is external after all."""
     if t.data_location == TensorProto.EXTERNAL or not t.HasField("raw_data"):
         return None
     value = next((e.value for e in t.external_data if e.key == KEY), None)
-    if value is None:
+    token, _, n = (value or "").partition(":")
+    if token != _TOKEN or not n.isdigit() or int(n) >= len(_SOURCES):
         return None
-    offset, _, rest = value.partition(":")
-    length, _, file = rest.partition(":")
-    if not (offset.isdigit() and length.isdigit() and os.path.isabs(file)):
-        return None
-    return file, int(offset), int(length)
+    return _SOURCES[int(n)]
+
+
+def unmark(tensors) -> None:
+    """``mark``'s entries taken off ``tensors`` (a copy about to be written: a model onnxprobe writes carries none)."""
+    for t in tensors:
+        if t.data_location != TensorProto.EXTERNAL and any(e.key == KEY for e in t.external_data):
+            kept = [(e.key, e.value) for e in t.external_data if e.key != KEY]
+            del t.external_data[:]
+            for k, v in kept:
+                e = t.external_data.add()
+                e.key, e.value = k, v
 
 
 def unchanged(t: TensorProto, where: tuple[str, int, int]) -> bool:
@@ -56,7 +74,7 @@ def unchanged(t: TensorProto, where: tuple[str, int, int]) -> bool:
     if len(raw) != length:
         return False
     try:
-        with open(file, "rb") as f:
+        with open_regular(file, follow=False) as f:  # not a FIFO swapped in (it would wait for a writer), nor a link
             f.seek(offset)
             for at in range(0, length, CHUNK):
                 chunk = f.read(min(CHUNK, length - at))

@@ -6,27 +6,14 @@ lie, found by a walk of its protobuf wire format (``weight_extents``) that reads
 from __future__ import annotations
 
 import os
-import stat
 
 import numpy as np
 
+from onnxprobe.fileio import open_regular  # noqa: F401 (re-exported: where runtime.direct has it from)
 from onnxprobe.runtime import plan_cache
 
 CHUNK = 2**20  # the model file is read this much at a time: never held whole (a 1.5 GB model is no 1.5 GB more)
 WINDOW = 2**16  # the wire-format walk reads the file's headers this much at a time (the weights' bytes it skips)
-
-
-def open_regular(path: str):
-    """``path`` opened for reading when it is a regular file (OSError otherwise): opened without blocking, so
-    that a FIFO swapped in since the caller's stat never waits for a writer, then checked."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(f"{path}: not a regular file")
-    except BaseException:
-        os.close(fd)
-        raise
-    return os.fdopen(fd, "rb")
 
 
 def file_state(st) -> tuple[int, int, int, int, int]:

@@ -109,14 +109,16 @@ def create_session(model: onnx.ModelProto, *, device: str = "cpu", opt_level: st
     memory arena, for a run whose outputs are only small (statistics, pair sums): see below. ``tf32``:
     the CUDA provider's TF32 (``providers_for``)."""
     ort = ort_module()
-    so = session_options(ort, opt_level=opt_level, arena=arena, threads=threads, profile_prefix=profile_prefix,
-                         optimized_path=optimized_path)
     unpark()  # a session done with goes before this one is built: their memory never stacks
     return_freed_memory()
     trim()  # what loading, inference and the rewrite freed: not under the run's peak
     notes: list[str] = []
     t0 = time.perf_counter()
     for _attempt in range(2):
+        # options of their own for each try: _make registers the weights' in-memory files in them, which onnxruntime
+        # refuses twice ("An entry for this name has already been added": a retry at a lowered IR version, QA)
+        so = session_options(ort, opt_level=opt_level, arena=arena, threads=threads, profile_prefix=profile_prefix,
+                             optimized_path=optimized_path)
         try:
             sess = _make(ort, model, so, providers_for(device, tf32), weights or {})
             break
