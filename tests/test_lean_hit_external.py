@@ -194,3 +194,50 @@ def test_external_constant_value_is_not_indexed(tmp_path, cache, big):
     assert header.graph.node[0].attribute[0].t.data_location == header.graph.initializer[0].data_location == TensorProto.EXTERNAL
     _layers(path)
     assert not _served(_layers(path))
+
+
+def test_data_file_swapped_for_a_link_is_not_served(tmp_path, cache):
+    """The data file replaced by a symbolic link to a copy of the same bytes: the normal path refuses it (onnx reads
+    no linked data file), so a hit does not serve it either (it did, QA)."""
+    path = tmp_path / "m.onnx"
+    _write(path)
+    _layers(path)
+    assert _served(_layers(path))
+    data = path.parent / (path.name + ".data")
+    copy = tmp_path / "copy.data"
+    copy.write_bytes(data.read_bytes())
+    data.unlink()
+    data.symlink_to(copy)
+    with pytest.raises(ModelError, match="symbolic link"):
+        _layers(path)
+
+
+class _Counted:
+    """A tensor whose bytes count how often they are copied out (protobuf's raw_data is a copy at each read)."""
+
+    def __init__(self, raw: bytes):
+        self._raw, self.reads = raw, 0
+
+    def HasField(self, name):  # noqa: N802 - protobuf's name
+        return name == "raw_data"
+
+    @property
+    def raw_data(self) -> bytes:
+        self.reads += 1
+        return self._raw
+
+
+def test_tensors_sharing_their_bytes_are_each_copied_once(tmp_path):
+    """Two tensors over the same 3 MiB of a data file: each one's bytes are taken once while the file passes (one at a
+    time let go at the other's chunk, and was copied again at every chunk: quadratic, QA), and compared."""
+    from onnxprobe.runtime import direct_files
+
+    raw = np.random.default_rng(0).integers(0, 256, 3 << 20, dtype=np.uint8).tobytes()
+    f = tmp_path / "w.bin"
+    f.write_bytes(b"\0" * 100 + raw)
+    a, b = _Counted(raw), _Counted(raw)
+    rec = direct_files._record(str(f), [(100, len(raw), a), (100, len(raw), b)])
+    assert rec is not None and rec["size"] == len(raw) + 100
+    assert (a.reads, b.reads) == (1, 1)
+    other = _Counted(raw[:-1] + bytes([raw[-1] ^ 1]))  # one byte off, at the very end
+    assert direct_files._record(str(f), [(100, len(raw), a), (100, len(raw), other)]) is None

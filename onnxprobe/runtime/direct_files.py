@@ -82,19 +82,23 @@ def relative(files: dict) -> tuple[dict, str]:
 
 def _record(path: str, extents: list, before: tuple | None = None) -> dict | None:
     """A file's record (path, size, digest, stat, recorded_ns), each of its ``extents`` ((offset, length, tensor)) compared
-    with that tensor's bytes as they pass (one tensor's bytes held at a time); None where they differ, the file is not
-    ``before`` (its state when the run began, where given) or changed while it was read."""
+    with that tensor's bytes as they pass (a tensor's bytes held from its extent's first chunk to its last: one at a
+    time, or those whose extents overlap; letting go of one at each other's chunk copied it again at every chunk of
+    two that share their bytes, QA); None where they differ, the file is not ``before`` (its state when the run
+    began, where given) or changed while it was read."""
     held: dict = {}
 
     def same(k: int, at: int, chunk) -> bool:
         if k not in held:
-            held.clear()
             t = extents[k][2]
-            held[k] = t.raw_data if t.HasField("raw_data") else _as_raw(t)  # a copy (protobuf's): one tensor's at a time
-        return len(held[k]) == extents[k][1] and held[k].startswith(chunk.tobytes(), at)
+            held[k] = t.raw_data if t.HasField("raw_data") else _as_raw(t)  # a copy (protobuf's)
+        raw = held[k]
+        if at + chunk.size >= extents[k][1]:  # the extent's last chunk
+            del held[k]
+        return len(raw) == extents[k][1] and raw.startswith(chunk.tobytes(), at)
 
     try:
-        with open_regular(path) as f:
+        with open_regular(path, follow=before is not None) as f:  # a data file: no link (onnx refuses one)
             st = os.fstat(f.fileno())
             if (before is not None and file_state(st) != tuple(before)) or any(o + n > st.st_size for o, n, _ in extents):
                 return None
@@ -118,7 +122,7 @@ def files_unchanged(records: list) -> bool:
     (``model_file.unchanged``), else its bytes hashed, a CHUNK at a time."""
     for r in records:
         try:
-            with open_regular(r["path"]) as f:
+            with open_regular(r["path"], follow=False) as f:  # a link swapped in: the normal path refuses it
                 st = os.fstat(f.fileno())
                 if st.st_size != r["size"]:
                     return False
