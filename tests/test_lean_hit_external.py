@@ -241,3 +241,21 @@ def test_tensors_sharing_their_bytes_are_each_copied_once(tmp_path):
     assert (a.reads, b.reads) == (1, 1)
     other = _Counted(raw[:-1] + bytes([raw[-1] ^ 1]))  # one byte off, at the very end
     assert direct_files._record(str(f), [(100, len(raw), a), (100, len(raw), other)]) is None
+
+
+def test_a_model_file_too_big_to_be_a_header_is_not_parsed_for_an_entry(tmp_path, monkeypatch):
+    """A model file over direct_files.HEADER_LIMIT holds weights big enough to be stubs, which the external form does
+    not serve: it is not parsed to find that out (that cost its size in memory at every run, never served, QA)."""
+    from onnxprobe.runtime import direct_files
+
+    path = tmp_path / "m.onnx"
+    _write(path)
+    monkeypatch.setattr(direct_files, "HEADER_LIMIT", path.stat().st_size - 1)
+    loads = []
+    real = onnx.load
+    monkeypatch.setattr(onnx, "load", lambda *a, **k: loads.append(a) or real(*a, **k))
+    st = path.stat()
+    before = (st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev, st.st_ctime_ns)
+    assert direct_files.outside_weights(str(path), before, {}, {}) is None and not loads
+    monkeypatch.setattr(direct_files, "HEADER_LIMIT", path.stat().st_size)
+    assert direct_files.outside_weights(str(path), before, {}, {}) is not None and loads

@@ -78,8 +78,8 @@ def test_session_reads_marked_weights_from_the_file(tmp_path, monkeypatch):
     handed = {}
     real = ort_mod._weights_in_place
 
-    def spy(so, sk, big, providers):
-        buffers, pointed = real(so, sk, big, providers)
+    def spy(so, sk, big, providers, files=True):
+        buffers, pointed = real(so, sk, big, providers, files)
         handed["buffers"] = len(buffers)
         handed["locations"] = sorted(e.value for t in pointed for e in t.external_data if e.key == "location")
         return buffers, pointed
@@ -201,3 +201,64 @@ def test_a_retry_at_a_lowered_ir_version_registers_the_weights_once(tmp_path, mo
     w2 = W2 * 3
     next(t for t in m.proto.graph.initializer if t.name == "W2").raw_data = w2.tobytes()
     _close(_y(m), _oracle(w2=w2))
+
+
+def test_a_dataset_reads_the_weights_as_loaded_while_the_file_is_rewritten(tmp_path, monkeypatch):
+    """A session kept over a dataset's batches holds its weights in memory: the data file rewritten after the first
+    batch (the big addend + 1000) changes nothing (onnxruntime, mapping the file, mixed old and new weights from batch
+    to batch, and a truncated file ended the process with SIGBUS, QA). One run's session reads the file (below)."""
+    monkeypatch.setattr(ort_mod, "SKELETON_BYTES", 0)
+    c = rng.standard_normal((2, 8192)).astype(np.float32)  # an Add's operand: onnxruntime runs on it as it lies
+    vi = helper.make_tensor_value_info
+    m = make_model([helper.make_node("Add", ["x", "C"], ["y"], name="add")], [vi("x", TensorProto.FLOAT, [2, 8192])],
+                   [vi("y", TensorProto.FLOAT, [2, 8192])], [numpy_helper.from_array(c, "C")])
+    (tmp_path / "m").mkdir()
+    p = tmp_path / "m" / "add.onnx"
+    onnx.save(m, p, save_as_external_data=True, location="add.data", size_threshold=0)
+    data = tmp_path / "m" / "add.data"
+    xs = [rng.standard_normal((2, 8192)).astype(np.float32) for _ in range(4)]
+
+    def batches():
+        for k, x in enumerate(xs):
+            yield {"x": x}
+            if k == 0:
+                data.write_bytes((c + 1000).astype(np.float32).tobytes())  # the same file, rewritten in place
+
+    res = api.layers_dataset(p, inputs_from=batches, selection=api.Selection(names=("y",)))
+    oracle = np.concatenate([x.astype(np.float64) + c for x in xs])
+    stats = next(s for r, s in res.rows() if r.name == "y")
+    assert stats.max == pytest.approx(oracle.max(), rel=1e-5) and stats.min == pytest.approx(oracle.min(), rel=1e-5)
+
+
+def test_only_a_session_of_one_run_reads_the_files(tmp_path, monkeypatch):
+    from onnxprobe.runtime.runners.ort import OrtRunner
+
+    monkeypatch.setattr(ort_mod, "SKELETON_BYTES", 0)
+    m = api.load(_write(tmp_path / "m"))
+    seen = []
+    real = ort_mod._weights_in_place
+
+    def spy(so, sk, big, providers, files=True):
+        got = real(so, sk, big, providers, files)
+        seen.append(len(got[0]))
+        return got
+
+    monkeypatch.setattr(ort_mod, "_weights_in_place", spy)
+    r = OrtRunner(m.proto, api.RunConfig(device="cpu"))
+    r.session(m.proto)
+    r.session(m.proto, key="kept")
+    assert seen == [0, 2]  # the two big weights: from their file once, from memory for the session kept
+
+
+def test_a_forked_child_reads_its_parents_marks_as_anothers(tmp_path):
+    import multiprocessing
+
+    m = api.load(_write(tmp_path / "m"))
+    t = next(t for t in m.proto.graph.initializer if t.name == "W1")
+    assert marked(t) is not None
+    ctx = multiprocessing.get_context("fork")
+    q = ctx.Queue()
+    p = ctx.Process(target=lambda: q.put(marked(t) is None))
+    p.start()
+    p.join(60)
+    assert q.get(timeout=5) is True

@@ -35,6 +35,17 @@ _TOKEN = os.urandom(8).hex()
 _SOURCES: list[tuple[str, int, int]] = []  # (file, offset, length) by N
 
 
+def _renew_token() -> None:
+    """A forked child's own token: its table grows apart from its parent's from then on (a mark of the parent's
+    would name the child's later entry: the bytes compared would differ, but the file be read for nothing)."""
+    global _TOKEN
+    _TOKEN = os.urandom(8).hex()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_renew_token)
+
+
 def mark(t: TensorProto, file: Path, offset: int, length: int) -> None:
     """Record on a tensor just read from ``file`` (its bytes ``offset``..``offset + length``) where they came from."""
     _SOURCES.append((str(file), int(offset), int(length)))

@@ -22,6 +22,11 @@ import time
 from onnxprobe.runtime.model_file import file_state, open_regular, stat_record, stream, unchanged
 
 
+# a model file bigger than this holds weights big enough to be stubs (which the external form cannot serve); parsing it
+# to find that out cost its size in memory at every run of such a model, never served (QA)
+HEADER_LIMIT = 64 << 20
+
+
 def outside_weights(path: str, before: tuple, held: dict, inline: dict) -> tuple[dict, list[dict]] | None:
     """For the stubs ``held`` (stub name -> the tensor the run used, by that name a main-graph initializer of the model
     file ``path``, ``before`` its ``file_state`` when the run began) and the entry's ``inline`` initializers (by name,
@@ -38,7 +43,7 @@ def outside_weights(path: str, before: tuple, held: dict, inline: dict) -> tuple
     from onnxprobe.graph.extents import all_tensors, is_external, source
     from onnxprobe.runtime.ort import reads_folders
 
-    if held and not reads_folders():
+    if (held and not reads_folders()) or os.path.getsize(path) > HEADER_LIMIT:
         return None
     base = os.path.dirname(path) or "."
     try:

@@ -100,14 +100,16 @@ ORT_FLOATS = {"tensor(float16)": onnx.TensorProto.FLOAT16, "tensor(float)": onnx
 
 def create_session(model: onnx.ModelProto, *, device: str = "cpu", opt_level: str = "off", threads: int | None = None,
                    profile_prefix: str | None = None, optimized_path: str | None = None,
-                   weights: dict[str, onnx.TensorProto] | None = None, arena: bool = False, tf32: bool | None = None) -> Session:
+                   weights: dict[str, onnx.TensorProto] | None = None, arena: bool = False, tf32: bool | None = None,
+                   files: bool = True) -> Session:
     """Build an InferenceSession from an in-memory model. ``device`` must be resolved already.
     ``profile_prefix``: onnxruntime's profiler on, its JSON written there; ``optimized_path``: where
     onnxruntime writes the graph it runs (weights in a file beside it) (``runtime.profile``).
     ``weights``: the tensors of the model's stubs (``graph.skeleton``), by name: a graph built over other
     models' weights (``diff``'s merged graph) never holds a copy of them. ``arena``: onnxruntime's CPU
     memory arena, for a run whose outputs are only small (statistics, pair sums): see below. ``tf32``:
-    the CUDA provider's TF32 (``providers_for``)."""
+    the CUDA provider's TF32 (``providers_for``). ``files`` False: every weight handed over from memory, none read
+    from its external data file (``_weights_in_place``): a session that lives over many runs."""
     ort = ort_module()
     unpark()  # a session done with goes before this one is built: their memory never stacks
     return_freed_memory()
@@ -120,7 +122,7 @@ def create_session(model: onnx.ModelProto, *, device: str = "cpu", opt_level: st
         so = session_options(ort, opt_level=opt_level, arena=arena, threads=threads, profile_prefix=profile_prefix,
                              optimized_path=optimized_path)
         try:
-            sess = _make(ort, model, so, providers_for(device, tf32), weights or {})
+            sess = _make(ort, model, so, providers_for(device, tf32), weights or {}, files)
             break
         except ModelError:  # said in our own words already (a weight whose data does not fit its dims)
             raise
@@ -149,7 +151,7 @@ def create_session(model: onnx.ModelProto, *, device: str = "cpu", opt_level: st
 SKELETON_BYTES = 8 * 2**20  # above this much weight, sessions are built from a skeleton
 
 
-def _make(ort, model: onnx.ModelProto, so, providers: list[str], weights: dict[str, onnx.TensorProto]):
+def _make(ort, model: onnx.ModelProto, so, providers: list[str], weights: dict[str, onnx.TensorProto], files: bool = True):
     from onnxprobe.graph.skeleton import check_data, large_initializers, skeleton, stubs as stubs_of, unpoint_stubs, weight_bytes
 
     stubs = list(stubs_of(model))
@@ -166,7 +168,7 @@ def _make(ort, model: onnx.ModelProto, so, providers: list[str], weights: dict[s
         # during the build (PP-OCRv4 det's probed copy, 4,651 nodes)
         sk = skeleton(model) if large else model
         if hasattr(so, "add_external_initializers_from_files_in_memory"):
-            keep, pointed = _weights_in_place(so, sk, big, providers)
+            keep, pointed = _weights_in_place(so, sk, big, providers, files)
         else:  # an onnxruntime without in-memory external data: OrtValues, which it copies
             for _, t in big:
                 check_data(t)
@@ -187,7 +189,8 @@ def _make(ort, model: onnx.ModelProto, so, providers: list[str], weights: dict[s
         return ort.InferenceSession(save_beside(model, d), sess_options=so, providers=providers)
 
 
-def _weights_in_place(so, sk: onnx.ModelProto, big: list[tuple[str, onnx.TensorProto]], providers: list[str]) -> tuple[list, list]:
+def _weights_in_place(so, sk: onnx.ModelProto, big: list[tuple[str, onnx.TensorProto]], providers: list[str],
+                      files: bool = True) -> tuple[list, list]:
     """Hand ``big``'s bytes to onnxruntime and point ``sk``'s stubs at them: a weight still as its model's external
     data file holds it (``graph.weight_files``) at that file, which onnxruntime maps and lets go of once it has
     packed the weight, as in plain inference (a 1 GiB model: 1.2 GB at the peak where in-memory buffers took 2.1 GB);
@@ -195,12 +198,16 @@ def _weights_in_place(so, sk: onnx.ModelProto, big: list[tuple[str, onnx.TensorP
     of its own. On CPU, onnxruntime runs on those buffers in
     place (``use_external_initializer_file_buffers_directly``); ``add_external_initializers`` copies every
     weight once more (measured, onnxruntime 1.32, a 44 MB ResNet-18: +45 MB at session creation against
-    +7 MB). Returns the buffers, which must outlive the session, and the stubs pointed (``unpoint_stubs``)."""
+    +7 MB). ``files`` False: every weight from memory. A session onnxruntime keeps reads a file it maps for as long as it
+    lives: one kept over many runs (a dataset's batches, the debugger's commands) mixed old and new weights from run to
+    run where the file was rewritten meanwhile, and ended the process with SIGBUS where it was truncated (QA); one run's
+    session reads the file as plain inference does. Returns the buffers, which must outlive the session, and the stubs
+    pointed (``unpoint_stubs``)."""
     from onnxprobe.graph.skeleton import point_stubs_at, raw_bytes
     from onnxprobe.graph.weight_files import common_folder, marked, unchanged
 
     on_disk: dict[str, tuple[str, int, int]] = {}
-    if reads_folders():
+    if files and reads_folders():
         on_disk = {name: where for name, t in big if (where := marked(t)) is not None and unchanged(t, where)}
         if len(on_disk) < len(big):  # onnxruntime told of in-memory files looks for every one among them (measured)
             on_disk = {}

@@ -113,8 +113,10 @@ class OrtRunner(GraphRunner):
             s = self._sessions[key]
             self._last = (s.providers, 0.0)
             return s
+        # a session kept for more runs (key) holds its weights in memory: a data file rewritten between them is not read
         make = lambda: create_session(model, device=self.device, opt_level=self.config.opt_level,  # noqa: E731
-                                      threads=self.threads, weights=weights, arena=arena, tf32=self.config.tf32)
+                                      threads=self.threads, weights=weights, arena=arena, tf32=self.config.tf32,
+                                      files=key is None)
         s = call_interruptibly(make, grace=0) if self.interruptible else make()
         self.notes += [n for n in s.notes if n not in self.notes]
         if self.device == "cuda" and self.config.tf32 is None and tf32_ops(model):
