@@ -191,40 +191,41 @@ def _make(ort, model: onnx.ModelProto, so, providers: list[str], weights: dict[s
 
 def _weights_in_place(so, sk: onnx.ModelProto, big: list[tuple[str, onnx.TensorProto]], providers: list[str],
                       files: bool = True) -> tuple[list, list]:
-    """Hand ``big``'s bytes to onnxruntime and point ``sk``'s stubs at them: a weight still as its model's external
-    data file holds it (``graph.weight_files``) at that file, which onnxruntime maps and lets go of once it has
-    packed the weight, as in plain inference (a 1 GiB model: 1.2 GB at the peak where in-memory buffers took 2.1 GB);
-    else (one weight changed in memory, or not read from a file) every weight as an in-memory external-data file
-    of its own. On CPU, onnxruntime runs on those buffers in
-    place (``use_external_initializer_file_buffers_directly``); ``add_external_initializers`` copies every
-    weight once more (measured, onnxruntime 1.32, a 44 MB ResNet-18: +45 MB at session creation against
-    +7 MB). ``files`` False: every weight from memory. A session onnxruntime keeps reads a file it maps for as long as it
-    lives: one kept over many runs (a dataset's batches, the debugger's commands) mixed old and new weights from run to
-    run where the file was rewritten meanwhile, and ended the process with SIGBUS where it was truncated (QA); one run's
-    session reads the file as plain inference does. Returns the buffers, which must outlive the session, and the stubs
-    pointed (``unpoint_stubs``)."""
+    """Hand ``big``'s bytes to onnxruntime and point ``sk``'s stubs at them. Returns the buffers, which must outlive the
+    session, and the stubs pointed (``unpoint_stubs``).
+
+    - Every weight still as its model's external data file holds it (``graph.weight_files``; ``files``): at that file,
+      which onnxruntime maps and lets go of once it has packed the weight, as plain inference does (1 GiB of MatMul
+      weights: 1.2 GB at the peak, in-memory buffers 2.1 GB). Only for a session of one run: onnxruntime reads the file
+      it maps for as long as the session lives, and one kept over many (a dataset's batches, the debugger's commands)
+      mixed old and new weights where the file was rewritten meanwhile, and ended the process with SIGBUS where it
+      was truncated (QA).
+    - Else every weight as an in-memory external-data file of its own (onnxruntime, told of in-memory files, looks
+      every weight up among them: measured). On CPU it runs on those buffers in place
+      (``use_external_initializer_file_buffers_directly``); ``add_external_initializers`` copies every weight once
+      more (measured, onnxruntime 1.32, a 44 MB ResNet-18: +45 MB at session creation against +7 MB)."""
     from onnxprobe.graph.skeleton import point_stubs_at, raw_bytes
     from onnxprobe.graph.weight_files import common_folder, marked, unchanged
 
     on_disk: dict[str, tuple[str, int, int]] = {}
     if files and reads_folders():
-        on_disk = {name: where for name, t in big if (where := marked(t)) is not None and unchanged(t, where)}
-        if len(on_disk) < len(big):  # onnxruntime told of in-memory files looks for every one among them (measured)
-            on_disk = {}
-    buffers, files = [], {}
-    for i, (name, t) in enumerate(big):
-        if name not in on_disk:
-            buffers.append(raw_bytes(t))
-            files[name] = (f"onnxprobe-weight-{i}", buffers[-1].nbytes)
+        for name, t in big:  # every one, or none
+            where = marked(t)
+            if where is None or not unchanged(t, where):
+                on_disk = {}
+                break
+            on_disk[name] = where
     if on_disk:
-        folder, relative = common_folder([f for f, _, _ in on_disk.values()])
+        folder, locations = common_folder([f for f, _, _ in on_disk.values()])
         so.add_session_config_entry("session.model_external_initializers_file_folder_path", folder)
-        files.update({name: (loc, length, offset) for (name, (_, offset, length)), loc in zip(on_disk.items(), relative)})
-    if buffers:
-        if providers == ["CPUExecutionProvider"]:  # other providers copy their weights to their device anyway
-            so.add_session_config_entry("session.use_external_initializer_file_buffers_directly", "1")
-        so.add_external_initializers_from_files_in_memory([f for f, _ in files.values()], buffers, [b.nbytes for b in buffers])
-    return buffers, point_stubs_at(sk, files)  # last: nothing can fail between this and their unpointing
+        places = {name: (loc, length, offset) for (name, (_, offset, length)), loc in zip(on_disk.items(), locations)}
+        return [], point_stubs_at(sk, places)
+    buffers = [raw_bytes(t) for _, t in big]
+    places = {name: (f"onnxprobe-weight-{i}", b.nbytes) for i, ((name, _), b) in enumerate(zip(big, buffers))}
+    if providers == ["CPUExecutionProvider"]:  # other providers copy their weights to their device anyway
+        so.add_session_config_entry("session.use_external_initializer_file_buffers_directly", "1")
+    so.add_external_initializers_from_files_in_memory([f for f, _ in places.values()], buffers, [b.nbytes for b in buffers])
+    return buffers, point_stubs_at(sk, places)  # last: nothing can fail between this and their unpointing
 
 
 # the first onnxruntime that reads the external data of a model handed over as bytes from a folder it is told
