@@ -72,20 +72,18 @@ def _remember(t: Ticket, res) -> None:
         held[side][name] = (name[len(PREFIX_A if side == 0 else PREFIX):], fg.weights.get(name))
     files: dict = {}
     records, packed = [], 0
-    outside: dict = {"data_files": [], "folder": ""}
     for path, before, h in zip(t.paths, t.states, held):
         got = direct.file_weights(path, before, h, files, packed)
         if got is None:
             break
         record, packed = got
         records.append(record)
-    else:
-        got = True
-    if got is None:  # both models' weights in external data files: onnxruntime reads them there (runtime.direct_files)
+    outside: dict = {"data_files": [], "folder": ""}
+    if len(records) < 2:  # both models' weights in external data files: onnxruntime reads them there (runtime.direct_files)
         found = _outside(t, fg, held)
         if found is None:
             return
-        files, records, outside = found
+        (files, records, outside), packed = found, 0
     exact = plan.exact_inputs
     template = {
         # one freeze: the report's pairs are the matching's, and come back as the same objects
@@ -128,8 +126,8 @@ def _outside(t: Ticket, fg, held: list[dict]) -> tuple[dict, list, dict] | None:
             return None
         by_name = {name: stub for stub, (name, _) in h.items()}
         files.update({by_name[name]: where for name, where in found[0].items()})
-        records.append({k: v for k, v in found[1][0].items() if k != "path"} | {"moves": []})
-        data_files += found[1][1:]
+        records.append(found[1])
+        data_files += found[2]
     files, folder = relative(files)
     return files, records, {"data_files": data_files, "folder": folder}
 

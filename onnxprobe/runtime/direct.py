@@ -96,10 +96,8 @@ def entry(key: str, path: str, before: tuple, plan_model: "onnx.ModelProto", wei
         found = outside_weights(path, before, used, {t.name: t for t in sk.graph.initializer if t.name not in used})
         if found is None:
             return False
-        (files, folder), (model_record, *data_files) = relative(found[0]), found[1]
-        got = {**model_record, "moves": []}, 0
-        outside = {"data_files": data_files, "folder": folder}
-        del model_record["path"]
+        (files, folder), got = relative(found[0]), (found[1], 0)
+        outside = {"data_files": found[2], "folder": folder}
     record, packed = got
     point_stubs_at(sk, files)
     try:

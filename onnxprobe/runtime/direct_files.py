@@ -27,12 +27,13 @@ from onnxprobe.runtime.model_file import file_state, open_regular, stat_record, 
 HEADER_LIMIT = 64 << 20
 
 
-def outside_weights(path: str, before: tuple, held: dict, inline: dict) -> tuple[dict, list[dict]] | None:
+def outside_weights(path: str, before: tuple, held: dict, inline: dict) -> tuple[dict, dict, list[dict]] | None:
     """For the stubs ``held`` (stub name -> the tensor the run used, by that name a main-graph initializer of the model
     file ``path``, ``before`` its ``file_state`` when the run began) and the entry's ``inline`` initializers (by name,
     their values in its skeleton): ``files`` ({stub: (file, length, offset)}, the file absolute: ``relative`` makes
-    the locations onnxruntime reads) and the records of the model file and of every external data file it names
-    (path, size, digest, stat, recorded_ns; the model file's first). Every external tensor's bytes are compared with the
+    the locations onnxruntime reads), the model file's record as ``runtime.direct.file_weights`` writes one (size,
+    digest, stat, recorded_ns; no ``moves``: none of its bytes are weights) and the records of every external data file
+    it names (path too). Every external tensor's bytes are compared with the
     tensor the entry stands for as the files are hashed, so that a record's digest is of the very bytes the entry
     holds or points at. None where it cannot be served so: a stub's tensor not in a file of its own (inline in the
     model), bytes other than the run's, an external tensor that is not a main-graph initializer (a Constant's value,
@@ -71,7 +72,8 @@ def outside_weights(path: str, before: tuple, held: dict, inline: dict) -> tuple
         records.append(_record(file, [(o, n, used) for f, o, n, used in compared.values() if f == file and used is not None]))
     if any(r is None for r in records):
         return None
-    return {name: (f, n, o) for name, (f, o, n, _) in where.items()}, records
+    model_record = {k: v for k, v in records[0].items() if k != "path"} | {"moves": []}
+    return {name: (f, n, o) for name, (f, o, n, _) in where.items()}, model_record, records[1:]
 
 
 def relative(files: dict) -> tuple[dict, str]:
