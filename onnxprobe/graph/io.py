@@ -268,23 +268,27 @@ def _first_bytes(message) -> tuple[list[str], bytes] | None:
 def _load_external(tensors: list[onnx.TensorProto], base_dir: Path, weights=()) -> None:
     """onnx's ``load_external_data_for_model`` over the model's ``all_tensors``: sparse tensors' values too
     (onnx's walk skips them), each then marked as held in the model, as onnx marks the others. Those of
-    ``weights`` (the main graph's initializers) that a skeleton stubs also keep where they were read from
-    (``graph.weight_files.mark``), which onnxruntime then reads itself."""
+    ``weights`` (the main graph's initializers, each of a name of its own) that a skeleton stubs also keep where they
+    were read from (``graph.weight_files.mark``), which onnxruntime then reads itself."""
+    from collections import Counter
+
     from onnx.external_data_helper import load_external_data_for_tensor
 
     from onnxprobe.graph.extents import dims_nbytes, source
     from onnxprobe.graph.skeleton import is_large_tensor
     from onnxprobe.graph.weight_files import mark
 
-    keep = {id(t) for t in weights}
+    named = Counter(t.name for t in weights)
+    came = {t.name: source(t, base_dir) for t in weights if is_external(t) and named[t.name] == 1}
     for t in tensors:
         if is_external(t):
-            where = source(t, base_dir) if id(t) in keep else None
             load_external_data_for_tensor(t, str(base_dir))
             t.data_location = onnx.TensorProto.DEFAULT
             del t.external_data[:]
-            if where is not None and is_large_tensor(t):
-                mark(t, where[0].resolve(), where[1], where[2] if where[2] is not None else dims_nbytes(t))  # len(raw_data) copies it
+    for t in weights:
+        where = came.get(t.name)
+        if where is not None and is_large_tensor(t):  # the length onnx read (len(raw_data) would copy the bytes)
+            mark(t, where[0].resolve(), where[1], where[2] if where[2] is not None else dims_nbytes(t))
 
 
 def model_size(model: onnx.ModelProto) -> int:
