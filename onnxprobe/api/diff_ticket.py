@@ -74,14 +74,10 @@ def prepare(t: Ticket) -> Prepared | None:
         if not isinstance(meta, dict) or not _fits(meta, t):
             return None
         weights = direct.load_weights([(path, state[0], record, record["moves"])
-                                       for path, state, record in zip(t.paths, t.states, meta["files"])], meta["packed"])
+                                       for path, state, record in zip(t.paths, t.states, meta["files"])], meta["packed"],
+                                      meta["data_files"])
         if weights is None:
             return None  # another file now: the normal path, whose entry replaces this one
-        if meta.get("data_files"):  # the weights in external data files (runtime.direct_files)
-            from onnxprobe.runtime.direct_files import files_unchanged
-
-            if not files_unchanged(meta["data_files"]):
-                return None
         pending, feeds = direct.start_drawn(skel, weights, t.config.opt_level, meta)
     except KeyboardInterrupt:
         raise
@@ -91,10 +87,11 @@ def prepare(t: Ticket) -> Prepared | None:
 
 
 def _fits(meta: dict, t: Ticket) -> bool:
-    from onnxprobe.runtime.direct_files import records_fit
+    from onnxprobe.runtime.direct_files import outside_fits
 
     files = meta.get("files")
-    return (meta.get("entry") == ENTRY and records_fit(meta.get("data_files")) and isinstance(meta.get("folder"), str) and plan_cache.strings(meta.get("outputs")) and isinstance(meta.get("packed"), int)
+    return (meta.get("entry") == ENTRY and outside_fits(meta) and plan_cache.strings(meta.get("outputs"))
+            and isinstance(meta.get("packed"), int)
             and isinstance(meta.get("template"), dict) and isinstance(meta.get("seed"), int)
             and isinstance(meta.get("int_range"), list) and len(meta["int_range"]) == 2
             and all(isinstance(v, int) for v in meta["int_range"]) and isinstance(meta.get("recipe"), list)

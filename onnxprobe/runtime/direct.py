@@ -167,11 +167,11 @@ def file_weights(path: str, before: tuple, held: dict, files: dict, packed: int)
 # --- serving a hit (no onnx) ------------------------------------------------------------------------------------
 
 def _meta_fits(meta: dict) -> bool:
-    from onnxprobe.runtime.direct_files import records_fit
+    from onnxprobe.runtime.direct_files import outside_fits
 
     lists = ("probes", "outputs", "own", "recipe", "notes", "warnings", "int_range")
     file = meta.get("file")
-    if not records_fit(meta.get("data_files")) or not isinstance(meta.get("folder"), str):
+    if not outside_fits(meta):
         return False
     return (all(isinstance(meta.get(k), list) for k in lists) and plan_cache.strings(meta["outputs"])
             and plan_cache.strings(meta["own"]) and plan_cache.strings(meta["notes"]) and plan_cache.strings(meta["warnings"])
@@ -202,14 +202,9 @@ def run(key: str, path: str, size: int, opt_level: str) -> dict | None:
             return None
         if any(p.ref.kind not in ("node", "input") for p in probes):
             return None
-        weights = load_weights([(path, size, meta["file"], meta["moves"])], meta["packed"])
+        weights = load_weights([(path, size, meta["file"], meta["moves"])], meta["packed"], meta["data_files"])
         if weights is None:
             return None  # another file now: the normal path, whose entry replaces this one
-        if meta["data_files"]:
-            from onnxprobe.runtime.direct_files import files_unchanged
-
-            if not files_unchanged(meta["data_files"]):
-                return None
         pending, feeds = start_drawn(skel, weights, opt_level, meta)
         try:
             if any(p.ref.kind == "input" and p.ref.name not in feeds for p in probes):
@@ -235,10 +230,11 @@ def run(key: str, path: str, size: int, opt_level: str) -> dict | None:
             "runtime_options": {str(k): str(v) for k, v in meta["runtime_options"].items()}, "skeleton": skel}
 
 
-def load_weights(files: list[tuple[str, int, dict, list]], packed: int) -> np.ndarray | None:
+def load_weights(files: list[tuple[str, int, dict, list]], packed: int, data_files: list = ()) -> np.ndarray | None:
     """The weights' bytes of model files, each at an ALIGN boundary, in one buffer of ``packed`` bytes that
     onnxruntime reads them from in place (CPU): ``files``, (path, size when last seen, its record, its moves) each
-    (``copy_weights``); None where one is not the file its record describes. The process's malloc is set first, as
+    (``copy_weights``); None where one is not the file its record describes, nor one of the external ``data_files``
+    (records, ``runtime.direct_files``: onnxruntime reads those itself). The process's malloc is set first, as
     the normal path sets it before its session (memory.return_freed_memory: its $ONNXPROBE_MMAP_THRESHOLD read, a
     bad one refused there in its words), here before the weights' buffer."""
     unpark()
@@ -246,6 +242,11 @@ def load_weights(files: list[tuple[str, int, dict, list]], packed: int) -> np.nd
     weights = aligned(packed)
     for path, size, record, moves in files:
         if not copy_weights(path, size, record, moves, weights):
+            return None
+    if data_files:
+        from onnxprobe.runtime.direct_files import files_unchanged
+
+        if not files_unchanged(data_files):
             return None
     return weights
 

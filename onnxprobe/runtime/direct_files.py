@@ -140,9 +140,11 @@ def files_unchanged(records: list) -> bool:
     return True
 
 
-def records_fit(records) -> bool:
-    """Whether an entry's ``data_files`` are records as ``outside_weights`` writes them."""
-    return isinstance(records, list) and all(
+def outside_fits(meta: dict) -> bool:
+    """Whether an entry's ``data_files`` and ``folder`` are of the forms ``outside_weights`` and ``relative`` give
+    (none and "" for a model of its own bytes)."""
+    records = meta.get("data_files")
+    return isinstance(meta.get("folder"), str) and isinstance(records, list) and all(
         isinstance(r, dict) and isinstance(r.get("path"), str) and os.path.isabs(r["path"]) and isinstance(r.get("size"), int)
         and isinstance(r.get("digest"), str) and isinstance(r.get("stat"), list) and isinstance(r.get("recorded_ns"), int)
         for r in records)
