@@ -12,7 +12,7 @@ only of a tensor whose data_location is EXTERNAL). The entry holds a key into th
 bytes came from (the file, resolved, the offset and the length), never the path itself: a proto that leaves the
 process (``onnx.save`` of ``api.load(...).proto``, a model onnxprobe writes) carries a word no other process reads,
 and a file that holds such an entry is not trusted to say where any weight lies. And
-a session is built with that weight pointed at its file (``on_disk``, ``runtime.ort``) where the bytes in memory are
+a session is built with that weight pointed at its file (``runtime.ort._weights_in_place``) where the bytes in memory are
 still the file's (``unchanged``: compared a chunk at a time, so a weight changed in place since it was read, or a
 file changed under the model, runs as the proto holds it). Only weights a skeleton stubs are marked
 (``graph.skeleton``: the marks never reach a skeleton's serialised bytes or ``model_digest``).
