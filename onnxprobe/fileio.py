@@ -16,6 +16,15 @@ from pathlib import Path
 from typing import BinaryIO, Callable, Iterator
 
 
+def file_state(st) -> tuple[int, int, int, int, int]:
+    """What says that a file (a model, its external data) is still the one it was (an ``os.stat_result``'s size,
+    modification time, inode, device and change time): a normal run during which the model file changed is not
+    indexed (``runtime.model_file``), a weight left in its file is not read again (``graph.weight_files``). The change
+    time too: an edit whose modification time was put back (os.utime, cp -p, rsync -t) moves it, and an entry would
+    otherwise pair the graph the run read with the digest of the bytes edited since."""
+    return (int(st.st_size), int(st.st_mtime_ns), int(st.st_ino), int(st.st_dev), int(st.st_ctime_ns))
+
+
 def open_regular(path: str | os.PathLike, follow: bool = True) -> BinaryIO:
     """``path`` opened for reading when it is a regular file (OSError otherwise): opened without blocking, so that a
     FIFO swapped in since the caller's stat never waits for a writer, then checked. ``follow`` False: a symbolic link

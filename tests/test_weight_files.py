@@ -250,12 +250,21 @@ def test_only_a_session_of_one_run_reads_the_files(tmp_path, monkeypatch):
     assert seen == [0, 2]  # the two big weights: from their file once, from memory for the session kept
 
 
-def test_a_forked_child_reads_its_parents_marks_as_anothers(tmp_path):
+def test_a_forked_child_reads_its_parents_marks_made_before_the_fork_and_no_later_one(tmp_path):
+    import onnxprobe.graph.weight_files as wf
+
     m = api.load(_write(tmp_path / "m"))
     t = next(t for t in m.proto.graph.initializer if t.name == "W1")
     assert marked(t) is not None
+    parent, count = next(e.value for e in t.external_data if e.key == KEY).partition(":")[0], len(wf._SOURCES)
     pid = os.fork()  # (the child only reads the tensor and exits: no lock of another thread is taken)
     if pid == 0:
-        os._exit(0 if marked(t) is None else 1)
+        # a mark the parent makes after the fork names an entry of its own, not the child's of that number
+        later = TensorProto()
+        later.CopyFrom(t)
+        next(e for e in later.external_data if e.key == KEY).value = f"{parent}:{count}"
+        wf._SOURCES.append(("/elsewhere", 0, 1, None))
+        ok = marked(t) == wf._SOURCES[int(next(e.value for e in t.external_data if e.key == KEY).partition(":")[2])][:3]
+        os._exit(0 if ok and marked(later) is None else 1)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0

@@ -164,7 +164,9 @@ def layers(model: Model | str | os.PathLike, selection: Selection | None = None,
     Default True: every tensor has them.
     """
     check_switches("layers", save=save, extras=extras)
-    model, selection, config = as_model(model), as_selection(selection), as_config(config)
+    # a path read for onnxruntime leaves its big external weights in their files (graph.weight_files): onnxruntime
+    # maps them, and the proto never holds them
+    model, selection, config = as_model(model, lazy=runtime == "ort"), as_selection(selection), as_config(config)
     max_memory, progress = as_max_memory(max_memory), as_progress(progress)
     fs = feeds(model, inputs)
     try:

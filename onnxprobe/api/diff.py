@@ -129,6 +129,12 @@ def check_reference(b=None, *, vs_device: str | None = None, vs_opt_level: str |
     return vs_runtime
 
 
+def _lazy(runtime: str, vs_runtime: str | None) -> bool:
+    """Whether the models given as paths are read leaving their big external weights in their files
+    (``graph.weight_files``): where onnxruntime alone runs them, which maps those files itself."""
+    return runtime == "ort" and vs_runtime in (None, "ort")
+
+
 def make_sides(a: Model | str | os.PathLike, b: Model | str | os.PathLike | None = None, *, vs_device: str | None = None,
                vs_opt_level: str | None = None, vs_runtime: str | None = None, vs_npz=None, config: RunConfig | None = None,
                runtime: str = "ort", runtime_options: dict[str, str] | None = None, max_memory: int | None = None,
@@ -137,7 +143,8 @@ def make_sides(a: Model | str | os.PathLike, b: Model | str | os.PathLike | None
     ``check_reference``); ``shapes``: the feeds' input shapes (OpenVINO reads some models only with static
     inputs); ``threads``: onnxruntime's intra-op threads per side (a worker among others)."""
     config = config or RunConfig()
-    a_model = as_model(a)
+    lazy = _lazy(runtime, vs_runtime)
+    a_model = as_model(a, lazy=lazy)
     label = a_model.source
     # each side's runtime and device, before either side is read (observing a big model takes seconds)
     check_usable(runtime, config.device)
@@ -152,7 +159,7 @@ def make_sides(a: Model | str | os.PathLike, b: Model | str | os.PathLike | None
                 cuda_only=_cuda_only([(runtime, config.device), b_side], runtime_options, config.tf32))
     side_a = _side(label, a_model, config, runtime, who=who_of("A", a_model), **opts)
     if b is not None:
-        b_model = as_model(b, "b")
+        b_model = as_model(b, "b", lazy=lazy)
         side_b = _side(b_model.source, b_model, config, runtime, who=who_of("B", b_model), **opts)
     elif vs_runtime is not None:
         # --opt-level is A's onnxruntime setting, as --device is: B on another runtime takes none; errors about
@@ -316,7 +323,7 @@ def diff(
         if progress is not None:  # its one run done, as the normal path says of its own
             progress(1, 1)
         return res
-    a_model = as_model(a)
+    a_model = as_model(a, lazy=_lazy(runtime, vs_runtime))
     saved_notes: list[str] = []
     if vs_npz is not None:
         vs_npz = activations(vs_npz, a_model.proto)  # read once, for A's inputs and for side B

@@ -25,6 +25,7 @@ from onnx import TensorProto, helper, numpy_helper
 from onnxprobe.autodiff.check32 import check_direction
 from onnxprobe.autodiff.nested import rename
 from onnxprobe.graph.builder import opset_version
+from onnxprobe.graph.tensor_data import to_array
 from onnxprobe.graph.walk import all_graphs, toposort
 
 DELTA = "onnxprobe.delta:"
@@ -87,13 +88,13 @@ def _graph_to_float64(g: onnx.GraphProto, keep32: set[str]) -> None:
     the rules."""
     for init in g.initializer:
         if init.data_type in PROMOTED and init.name not in keep32:
-            a = numpy_helper.to_array(init).astype(np.float64)
+            a = to_array(init).astype(np.float64)
             init.CopyFrom(numpy_helper.from_array(a, init.name))
     for n in g.node:
         if n.op_type == "Constant" and n.output and n.output[0] not in keep32:
             for a in n.attribute:
                 if a.name == "value" and a.t.data_type in PROMOTED:
-                    a.t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(a.t).astype(np.float64), a.t.name))
+                    a.t.CopyFrom(numpy_helper.from_array(to_array(a.t).astype(np.float64), a.t.name))
                 elif a.name == "value_float":
                     v = a.f
                     n.ClearField("attribute")
@@ -108,7 +109,7 @@ def _graph_to_float64(g: onnx.GraphProto, keep32: set[str]) -> None:
             if n.op_type == "Cast" and a.name == "to" and a.i in PROMOTED and n.output[0] not in keep32:
                 a.i = TensorProto.DOUBLE
             if n.op_type in ("ConstantOfShape",) and a.name == "value" and a.t.data_type in PROMOTED:
-                a.t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(a.t).astype(np.float64)))
+                a.t.CopyFrom(numpy_helper.from_array(to_array(a.t).astype(np.float64)))
             if n.op_type in ("EyeLike", "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike") \
                     and a.name == "dtype" and a.i in PROMOTED:
                 a.i = TensorProto.DOUBLE

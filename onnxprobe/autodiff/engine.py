@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
 
 from onnxprobe.autodiff import registry
 from onnxprobe.autodiff.blocked import blocked_tensors, partial_tensors
@@ -32,6 +31,7 @@ from onnxprobe.autodiff.nested import rename
 from onnxprobe.errors import ModelError, NoGradientRule, UnknownShape, UsageError
 from onnxprobe.graph.builder import FLOAT_TYPES, GraphBuilder, all_names, default_opset
 from onnxprobe.graph.shapes import static_shape, value_types
+from onnxprobe.graph.tensor_data import to_array
 from onnxprobe.graph.walk import implicit_inputs, needed_nodes, node_display_name, subgraphs, toposort
 from onnxprobe.types import BACKWARD_TAG as TAG
 from onnxprobe.types import grad_name
@@ -143,10 +143,10 @@ class Engine:
         if src is None:
             return None
         if isinstance(src, onnx.TensorProto):
-            return numpy_helper.to_array(src)
+            return to_array(src)
         for a in src.attribute:
             if a.name == "value":
-                return numpy_helper.to_array(a.t)
+                return to_array(a.t)
             if a.name == "value_int":
                 return np.array(a.i, np.int64)
             if a.name == "value_ints":

@@ -14,13 +14,13 @@ from dataclasses import dataclass
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
 
 from onnxprobe.graph.builder import FLOAT_TYPES
 from onnxprobe.errors import UsageError, hinted_setting_error, setting_error
 from onnxprobe.graph.constants import constant_of, constants
 from onnxprobe.graph.select import Selection, check_criteria, node_positions, parse_range, select
 from onnxprobe.graph.shapes import dtype_name, static_shape, value_types
+from onnxprobe.graph.tensor_data import to_array
 from onnxprobe.graph.walk import all_graphs, first_readers, implicit_inputs, subgraphs, walk
 from onnxprobe.text import matches, one_glob_each
 from onnxprobe.types import TensorRef, element_count
@@ -64,13 +64,13 @@ def weight_value(model: onnx.ModelProto, name: str) -> np.ndarray | None:
     for g in all_graphs(model.graph):  # a body's dense initializers are moved as its Constants are
         for init in g.initializer:
             if init.name == name:
-                return numpy_helper.to_array(init)
+                return to_array(init)
     main = list(model.graph.node)
     in_bodies = (s.node for s in walk(model) if s.chain) if any(True for n in main for _ in subgraphs(n)) else ()
     for n in itertools.chain(main, in_bodies):
         if n.op_type == "Constant" and n.output and n.output[0] == name:
             t = constant_of(n)
-            return None if t is None else numpy_helper.to_array(t)
+            return None if t is None else to_array(t)
     return None
 
 

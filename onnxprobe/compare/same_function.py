@@ -19,10 +19,12 @@ node with a body is not looked into (its cone is never built either): neither is
 from __future__ import annotations
 
 import onnx
-from onnx import TensorProto, numpy_helper
+from onnx import TensorProto
 
 from onnxprobe.compare.introduced import MAX_CONE_NODES
 from onnxprobe.graph.skeleton import is_stub
+from onnxprobe.graph.tensor_data import tensor_bytes
+from onnxprobe.graph.weight_files import is_left, left_state, marked
 
 RANDOM = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli",
                     "Dropout"})
@@ -141,7 +143,9 @@ def same_bytes(t: TensorProto, u: TensorProto) -> bool:
         return list(t.string_data) == list(u.string_data)
     if t.HasField("raw_data") and u.HasField("raw_data"):
         return t.raw_data == u.raw_data
-    try:
-        return numpy_helper.to_array(t).tobytes() == numpy_helper.to_array(u).tobytes()
+    if is_left(t) and is_left(u) and marked(t) == marked(u) and left_state(t) == left_state(u):
+        return True  # the same bytes of one file, unchanged (graph.weight_files)
+    try:  # typed fields, or a weight left in its file: read there
+        return tensor_bytes(t) == tensor_bytes(u)
     except Exception:  # noqa: BLE001 - a tensor numpy cannot hold: not known to be the same
         return False

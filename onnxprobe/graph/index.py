@@ -9,13 +9,13 @@ from dataclasses import dataclass
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
 
 from onnxprobe.errors import UsageError
 from onnxprobe.graph.densify import dense_array
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.select import ambiguous_node, index_or_name, shared_names, shared_node_names
 from onnxprobe.graph.shapes import dtype_name, static_shape, value_types
+from onnxprobe.graph.tensor_data import to_array
 from onnxprobe.graph.walk import all_graphs, constant_tensors, walk
 from onnxprobe.text import as_typed, matches
 from onnxprobe.types import BACKWARD_TAG, TensorRef, forward_name
@@ -248,7 +248,7 @@ class GraphIndex:
         if name in self.sparse:
             return dense_array(self.sparse[name])
         if name in self.initializers:
-            return numpy_helper.to_array(self.initializers[name])
+            return to_array(self.initializers[name])
         if feed is not None and name in feed:
             return feed[name]
         return None
@@ -305,7 +305,7 @@ def attribute_text(a: onnx.AttributeProto, limit: int = 60) -> str:
     if a.type == onnx.AttributeProto.GRAPH:
         text = f"<graph {v.name or ''}: {len(v.node)} nodes>"
     elif a.type == onnx.AttributeProto.TENSOR:
-        arr = numpy_helper.to_array(v)
+        arr = to_array(v)
         text = (np.array2string(arr, threshold=8, edgeitems=2, max_line_width=10**6) if arr.size <= 16
                 else f"<tensor {arr.dtype} {list(arr.shape)}>")
     elif isinstance(v, bytes):

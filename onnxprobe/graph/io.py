@@ -25,8 +25,10 @@ from onnxprobe.text import human_bytes, quote
 PROTO_LIMIT = 2**31 - 2**26
 
 
-def load_model(path: str | os.PathLike, *, load_external_data: bool = True) -> onnx.ModelProto:
-    """Read an ONNX model (and its external data), or raise a one-line ModelError."""
+def load_model(path: str | os.PathLike, *, load_external_data: bool = True, lazy: bool = False) -> onnx.ModelProto:
+    """Read an ONNX model (and its external data), or raise a one-line ModelError. ``lazy``: the main graph's big
+    weights stay in their external data files (``graph.weight_files.leave``), read from there by whoever needs their
+    bytes: for a model only onnxprobe's own code and onnxruntime see (never one handed to the user as read)."""
     p = Path(checked_path(path, "model"))
     if not p.exists():
         raise ModelError(f"{p}: is a symbolic link that leads to no file (broken, or a loop of links)" if p.is_symlink()
@@ -56,7 +58,7 @@ def load_model(path: str | os.PathLike, *, load_external_data: bool = True) -> o
     if load_external_data and any(is_external(t) for t in tensors):
         check_extents(model, p.parent, p)
         try:
-            _load_external(tensors, p.parent, model.graph.initializer)
+            _load_external(tensors, p.parent, model.graph.initializer, lazy)
         except FileNotFoundError as e:
             raise ModelError(
                 f"{p}: external data file missing: {e.filename or e} (keep it beside the model)"
@@ -265,29 +267,45 @@ def _first_bytes(message) -> tuple[list[str], bytes] | None:
     return None
 
 
-def _load_external(tensors: list[onnx.TensorProto], base_dir: Path, weights=()) -> None:
+def _load_external(tensors: list[onnx.TensorProto], base_dir: Path, weights=(), lazy: bool = False) -> None:
     """onnx's ``load_external_data_for_model`` over the model's ``all_tensors``: sparse tensors' values too
     (onnx's walk skips them), each then marked as held in the model, as onnx marks the others. Those of
     ``weights`` (the main graph's initializers, each of a name of its own) that a skeleton stubs also keep where they
-    were read from (``graph.weight_files.mark``), which onnxruntime then reads itself."""
+    were read from (``graph.weight_files.mark``), which onnxruntime then reads itself; with ``lazy`` they are not
+    read at all (``graph.weight_files.leave``), where their extent is exactly their bytes (a tensor without a length
+    entry read to its file's end holds what it holds, as onnx reads it)."""
     from collections import Counter
 
     from onnx.external_data_helper import load_external_data_for_tensor
 
+    from onnxprobe.fileio import file_state
     from onnxprobe.graph.extents import dims_nbytes, source
-    from onnxprobe.graph.skeleton import is_large_tensor
-    from onnxprobe.graph.weight_files import mark
+    from onnxprobe.graph.skeleton import is_large_tensor, stubbed_size
+    from onnxprobe.graph.weight_files import leave, mark
 
     named = Counter(t.name for t in weights)
     came = {t.name: source(t, base_dir) for t in weights if is_external(t) and named[t.name] == 1}
+    states: dict[Path, tuple] = {}
+    left = set()
+    for t in weights if lazy else ():
+        where = came.get(t.name)
+        if where is None or not stubbed_size(t):
+            continue
+        file, offset, length = where[0].resolve(), where[1], where[2]
+        if file not in states:
+            states[file] = file_state(os.stat(file))
+        need = dims_nbytes(t)
+        if length == need or (length is None and states[file][0] - offset == need):
+            leave(t, file, offset, need, states[file])
+            left.add(id(t))
     for t in tensors:
-        if is_external(t):
+        if is_external(t) and id(t) not in left:
             load_external_data_for_tensor(t, str(base_dir))
             t.data_location = onnx.TensorProto.DEFAULT
             del t.external_data[:]
     for t in weights:
         where = came.get(t.name)
-        if where is not None and is_large_tensor(t):  # the length onnx read (len(raw_data) would copy the bytes)
+        if where is not None and id(t) not in left and is_large_tensor(t):  # the length onnx read (len(raw_data) copies)
             mark(t, where[0].resolve(), where[1], where[2] if where[2] is not None else dims_nbytes(t))
 
 

@@ -33,9 +33,11 @@ class Model(LoadedModel):
         return cls(out, source, w)
 
 
-def load(path: str | os.PathLike) -> Model:
-    """Read a model and annotate it with inferred shapes (see the module docstring)."""
-    proto = load_model(path)
+def load(path: str | os.PathLike, lazy: bool = False) -> Model:
+    """Read a model and annotate it with inferred shapes (see the module docstring). ``lazy``: its big weights in
+    external data files stay there (``graph.io.load_model``), for a command's own model that only onnxprobe and
+    onnxruntime read."""
+    proto = load_model(path, lazy=lazy)
     warnings = ir_notes(proto)
     annotate(proto, warnings)
     return Model(proto, str(path), warnings)
@@ -58,9 +60,9 @@ def check_loaded(proto: onnx.ModelProto, what: str = "model") -> None:
                          "an external data file): load it with onnx.load(path) (load_external_data=True), or give the path")
 
 
-def as_model(model: "Model | str | os.PathLike | onnx.ModelProto", what: str = "model") -> Model:
-    """What every API function that takes a model accepts: a loaded Model (as it is), a path (loaded), or
-    an onnx.ModelProto (copied and annotated: ``Model.of``); anything else is one UsageError naming
+def as_model(model: "Model | str | os.PathLike | onnx.ModelProto", what: str = "model", lazy: bool = False) -> Model:
+    """What every API function that takes a model accepts: a loaded Model (as it is), a path (loaded; ``lazy``: see
+    ``load``), or an onnx.ModelProto (copied and annotated: ``Model.of``); anything else is one UsageError naming
     ``what`` (the argument) and what came."""
     if isinstance(model, Model):
         return model
@@ -68,6 +70,6 @@ def as_model(model: "Model | str | os.PathLike | onnx.ModelProto", what: str = "
         check_loaded(model, what)
         return Model.of(model, model.graph.name or "<in-memory model>")
     if isinstance(model, (str, os.PathLike)):
-        return load(model)
+        return load(model, lazy)
     raise UsageError(f"{what}: expected a path, an api.Model or an onnx.ModelProto, "
                      f"got {type(model).__name__} {clip(controls(repr(model)), 40)}")

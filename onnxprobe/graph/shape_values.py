@@ -21,6 +21,7 @@ import onnx
 from onnx import numpy_helper
 
 from onnxprobe.graph.constants import constant_arrays
+from onnxprobe.graph.tensor_data import to_array
 
 MAX_ELEMENTS = 1024  # shape computations are small; a bigger tensor is data, not a shape
 
@@ -85,7 +86,7 @@ def _reshape(node, v):
 
 def _const_of_shape(node, v):
     t = _attr(node, "value")
-    fill = numpy_helper.to_array(t).reshape(-1)[0] if t is not None else np.float32(0)
+    fill = to_array(t).reshape(-1)[0] if t is not None else np.float32(0)
     return np.full([int(d) for d in np.asarray(v[0]).reshape(-1)], fill, dtype=np.asarray(fill).dtype)
 
 

@@ -19,6 +19,8 @@ from onnx import TensorProto
 
 from onnxprobe.errors import ModelError
 from onnxprobe.graph.extents import dims_nbytes
+from onnxprobe.graph.tensor_data import to_array
+from onnxprobe.graph.weight_files import data, is_left
 from onnxprobe.text import clip, quote
 from onnxprobe.types import element_count
 
@@ -34,7 +36,12 @@ def weight_bytes(model: onnx.ModelProto) -> int:
 
 def is_large_tensor(t: TensorProto) -> bool:
     """A tensor that ``skeleton`` stubs (a main-graph initializer), or a Constant value it stubs with ``constants``."""
-    return t.data_type != TensorProto.STRING and t.data_location != TensorProto.EXTERNAL and element_count(t.dims) > KEEP_ELEMENTS
+    return t.data_location != TensorProto.EXTERNAL and stubbed_size(t)
+
+
+def stubbed_size(t: TensorProto) -> bool:
+    """Whether ``t``'s type and dims are those of a tensor ``skeleton`` stubs, wherever its data lies."""
+    return t.data_type != TensorProto.STRING and element_count(t.dims) > KEEP_ELEMENTS
 
 
 def large_initializers(model: onnx.ModelProto) -> list[TensorProto]:
@@ -152,10 +159,12 @@ def stub_weights(model: onnx.ModelProto, base: onnx.ModelProto) -> dict[str, Ten
 def raw_bytes(t: TensorProto) -> np.ndarray:
     """A tensor's data as ONNX lays it out in raw_data (packed int4 included), as a read-only uint8 array; a
     ModelError naming the tensor where the data does not fit its dims and type (``check_data``)."""
+    if is_left(t):  # a weight left in its external data file: read there
+        return np.frombuffer(data(t), np.uint8)
     check_data(t)
     if not t.HasField("raw_data"):  # typed fields (float_data...): convert once
         try:
-            t = onnx.numpy_helper.from_array(onnx.numpy_helper.to_array(t), t.name)
+            t = onnx.numpy_helper.from_array(to_array(t), t.name)
         except ValueError:  # onnx's reshape to the dims: another number of values
             _misfit(t, "data of another size")
     return np.frombuffer(t.raw_data, np.uint8)
@@ -166,6 +175,8 @@ def check_data(t: TensorProto) -> None:
     all, a truncated raw_data): handed over apart from the graph (``skeleton``), it failed in numpy ("cannot
     reshape array of size 0") or in onnxruntime's words about external data the model does not have. Typed
     fields (float_data...) are told by onnx's own conversion (complex and packed 4-bit values count their way)."""
+    if is_left(t):
+        return
     if t.HasField("raw_data"):
         if len(t.raw_data) != dims_nbytes(t):
             _misfit(t, f"{len(t.raw_data)} bytes")
@@ -214,5 +225,5 @@ def model_digest(model: onnx.ModelProto) -> str:
     h = hashlib.sha256(skeleton(model).SerializeToString())
     for t in large_initializers(model):
         h.update(t.name.encode())
-        h.update(t.raw_data if t.HasField("raw_data") else t.SerializeToString())
+        h.update(t.raw_data if t.HasField("raw_data") else data(t) if is_left(t) else t.SerializeToString())
     return h.hexdigest()

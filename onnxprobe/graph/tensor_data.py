@@ -4,7 +4,8 @@ field of 2 values for dims [2, 3], raw_data of 3 bytes for a float32 [2, 3]) was
 matching or autodiff: 'internal error: cannot reshape array of size 2 into shape (2,3)'. The loader checks
 the typed fields, whose length protobuf knows without copying (``graph.io.check_graph``); raw_data, which
 Python copies on each access (1.3 s per GB), is checked where it is read anyway (``tensor_values``).
-External data is ``graph.extents``' job.
+External data is ``graph.extents``' job; a weight left in its external data file (``graph.weight_files.leave``) is
+read from there (``tensor_values``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from onnx import TensorProto, numpy_helper
 
 from onnxprobe.errors import ModelError
 from onnxprobe.graph.extents import dims_nbytes, is_external
+from onnxprobe.graph.weight_files import data, is_left
 from onnxprobe.text import quote
 from onnxprobe.types import element_count
 
@@ -41,7 +43,7 @@ def data_problem(t: TensorProto, *, raw: bool = True) -> str | None:
     if not known_type(t.data_type):
         why = "UNDEFINED" if t.data_type == 0 else f"which onnx {onnx.__version__} does not know"
         return f"has data type {t.data_type} ({why})"
-    if is_external(t) or t.HasField("segment"):
+    if is_external(t) or t.HasField("segment") or is_left(t):
         return None
     need = element_count(t.dims) or 0
     if t.HasField("raw_data"):
@@ -69,7 +71,29 @@ def check_tensor(t: TensorProto, where: str = "", *, raw: bool = True) -> None:
         raise ModelError(f"{where + ': ' if where else ''}tensor {quote(t.name)} {why}: a broken model")
 
 
-def tensor_values(t: TensorProto) -> np.ndarray:
-    """``numpy_helper.to_array(t)``, a damaged tensor refused by name first (``check_tensor``)."""
-    check_tensor(t)
+def tensor_values(t: TensorProto, *, check: bool = True) -> np.ndarray:
+    """``numpy_helper.to_array(t)``, a damaged tensor refused by name first (``check_tensor``; ``check`` False: not
+    checked, for a caller that has, or a small value of the model's), a weight left in its file read there."""
+    if is_left(t):
+        whole = TensorProto(name=t.name, data_type=t.data_type, dims=t.dims, raw_data=data(t))
+        return numpy_helper.to_array(whole)
+    if check:
+        check_tensor(t)
     return numpy_helper.to_array(t)
+
+
+def to_array(t: TensorProto) -> np.ndarray:
+    """``numpy_helper.to_array(t)`` for any tensor of a model, a weight left in its file read there (unchecked:
+    ``tensor_values`` checks first). onnxprobe reads a model's values through this or ``tensor_values``, never
+    numpy_helper's own, which reads a left weight as no data."""
+    return tensor_values(t, check=False)
+
+
+def tensor_bytes(t: TensorProto) -> bytes:
+    """``t``'s values as raw_data lays them out: raw_data itself, a weight left in its file read there (no numpy
+    copy of it), typed fields (float_data...) converted."""
+    if t.HasField("raw_data"):
+        return t.raw_data
+    if is_left(t):
+        return data(t)
+    return numpy_helper.to_array(t).tobytes()

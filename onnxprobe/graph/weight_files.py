@@ -16,6 +16,14 @@ a session is built with that weight pointed at its file (``runtime.ort._weights_
 still the file's (``unchanged``: compared a chunk at a time, so a weight changed in place since it was read, or a
 file changed under the model, runs as the proto holds it). Only weights a skeleton stubs are marked
 (``graph.skeleton``: the marks never reach a skeleton's serialised bytes or ``model_digest``).
+
+A model read with ``lazy`` (``graph.io.load_model``: a command's own load of a path, for onnxruntime) leaves those
+weights in their files (``leave``): the tensor keeps its name, type and dims, no data, and the mark, with the file's
+status when the model was read. The proto never holds them (a model of 1 GiB of MatMul weights: `layers` at 2.3 GB
+where plain inference takes 1.2; onnxruntime maps the file). Every reader of a weight's bytes reads them through
+``data`` (``graph.tensor_data.tensor_values``, ``graph.skeleton.raw_bytes``, ``model_digest``, the writers'
+``unmark``), which reads the file again, refused with one line where it changed since the model was read: what was
+compared (matching reads weights) and what runs are then the same bytes.
 """
 
 from __future__ import annotations
@@ -25,20 +33,26 @@ from pathlib import Path
 
 from onnx import TensorProto
 
-from onnxprobe.fileio import open_regular
+from onnxprobe.fileio import file_state, open_regular
 
 KEY = "onnxprobe-source"  # value: "TOKEN:N", N this process's entry in _SOURCES
 CHUNK = 16 << 20
 # this process's: an entry of another (a model written with one) is no mark (os.urandom: `secrets` imports hashlib,
 # which loads OpenSSL's 3.5 MB)
 _TOKEN = os.urandom(8).hex()
-_SOURCES: list[tuple[str, int, int]] = []  # (file, offset, length) by N
+_SOURCES: list[tuple[str, int, int, tuple | None]] = []  # (file, offset, length, status of a left weight's file) by N
+
+
+_BEFORE: dict[str, int] = {}  # an ancestor's token -> how many of _SOURCES' entries were its own at the fork
 
 
 def _renew_token() -> None:
     """A forked child's own token: its table grows apart from its parent's from then on (a mark of the parent's
-    would name the child's later entry: the bytes compared would differ, but the file be read for nothing)."""
+    would name the child's later entry: the bytes compared would differ, but the file be read for nothing). The
+    entries made before the fork stay the child's under the parent's token: a weight the parent left in its file
+    (``leave``) is read there by the child too."""
     global _TOKEN
+    _BEFORE[_TOKEN] = len(_SOURCES)
     _TOKEN = os.urandom(8).hex()
 
 
@@ -46,29 +60,82 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_renew_token)
 
 
-def mark(t: TensorProto, file: Path, offset: int, length: int) -> None:
-    """Record on a tensor just read from ``file`` (its bytes ``offset``..``offset + length``) where they came from."""
-    _SOURCES.append((str(file), int(offset), int(length)))
+def mark(t: TensorProto, file: Path, offset: int, length: int, state: tuple | None = None) -> None:
+    """Record on a tensor just read from ``file`` (its bytes ``offset``..``offset + length``) where they came from
+    (``state``: the file's ``file_state``, for a tensor ``leave`` left there)."""
+    _SOURCES.append((str(file), int(offset), int(length), state))
     e = t.external_data.add()
     e.key, e.value = KEY, f"{_TOKEN}:{len(_SOURCES) - 1}"
+
+
+def leave(t: TensorProto, file: Path, offset: int, length: int, state: tuple) -> None:
+    """Make the external tensor ``t`` (its bytes in ``file``, of status ``state``) one whose bytes stay there: no data in
+    the proto, marked (``is_left``)."""
+    del t.external_data[:]
+    t.data_location = TensorProto.DEFAULT
+    mark(t, file, offset, length, state)
+
+
+def _entry(t: TensorProto) -> tuple[str, int, int, tuple | None] | None:
+    value = next((e.value for e in t.external_data if e.key == KEY), None)
+    token, _, n = (value or "").partition(":")
+    limit = len(_SOURCES) if token == _TOKEN else _BEFORE.get(token, 0)
+    if not n.isdigit() or int(n) >= limit:
+        return None
+    return _SOURCES[int(n)]
+
+
+def is_left(t: TensorProto) -> bool:
+    """A weight ``leave`` left in its file (this process's mark, no data in the proto)."""
+    if t.data_location == TensorProto.EXTERNAL or t.HasField("raw_data") or not len(t.external_data):
+        return False
+    found = _entry(t)
+    return found is not None and found[3] is not None
 
 
 def marked(t: TensorProto) -> tuple[str, int, int] | None:
     """(file, offset, length) that ``mark`` recorded on ``t`` in this process, or None: none recorded, one of another
     process, a tensor whose data is external after all."""
-    if t.data_location == TensorProto.EXTERNAL or not t.HasField("raw_data"):
+    if t.data_location == TensorProto.EXTERNAL or not (t.HasField("raw_data") or is_left(t)):
         return None
-    value = next((e.value for e in t.external_data if e.key == KEY), None)
-    token, _, n = (value or "").partition(":")
-    if token != _TOKEN or not n.isdigit() or int(n) >= len(_SOURCES):
-        return None
-    return _SOURCES[int(n)]
+    found = _entry(t)
+    return None if found is None else found[:3]
+
+
+def data(t: TensorProto) -> bytes:
+    """The bytes of a weight ``leave`` left in its file, read there: a ModelError where the file is gone, no longer a
+    regular file, or changed since the model was read (its size, times, inode: what was compared before and what runs
+    now would be other bytes)."""
+    from onnxprobe.errors import ModelError
+
+    file, offset, length, state = _entry(t)
+    try:
+        with open_regular(file, follow=False) as f:
+            if file_state(os.fstat(f.fileno())) != state:
+                raise ModelError(f"{file}: the external data file changed while onnxprobe ran (its size or times differ "
+                                 f"from when the model was read: weight {t.name!r}); run it again")
+            f.seek(offset)
+            out = f.read(length)
+    except OSError as e:
+        raise ModelError(f"{file}: cannot read the external data file again (weight {t.name!r}): "
+                         f"{e.strerror or e}") from None
+    if len(out) != length:  # pragma: no cover - the status said it holds them
+        raise ModelError(f"{file}: the external data file is too short for weight {t.name!r} now")
+    return out
+
+
+def left_state(t: TensorProto) -> tuple | None:
+    """The status ``leave`` recorded of a left weight's file (None: not left)."""
+    return _entry(t)[3] if is_left(t) else None
 
 
 def unmark(tensors) -> None:
-    """``mark``'s entries taken off ``tensors`` (a copy about to be written: a model onnxprobe writes carries none)."""
+    """``mark``'s entries taken off ``tensors`` (a copy about to be written: a model onnxprobe writes carries none), the
+    bytes of a weight left in its file (``leave``) read into it."""
     for t in tensors:
         if t.data_location != TensorProto.EXTERNAL and any(e.key == KEY for e in t.external_data):
+            if is_left(t):
+                t.raw_data = data(t)
             kept = [(e.key, e.value) for e in t.external_data if e.key != KEY]
             del t.external_data[:]
             for k, v in kept:
@@ -76,11 +143,29 @@ def unmark(tensors) -> None:
                 e.key, e.value = k, v
 
 
+def filled(model):
+    """``model`` as a runtime other than onnxruntime reads it (OpenVINO, TensorRT, onnx.reference: the proto's own
+    bytes): a copy with each weight left in its file (``leave``) read in, or ``model`` itself where none is."""
+    import onnx
+
+    if not any(is_left(t) for t in model.graph.initializer):
+        return model
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    unmark(out.graph.initializer)
+    return out
+
+
 def unchanged(t: TensorProto, where: tuple[str, int, int]) -> bool:
     """True when ``t``'s bytes are still those of its file at ``where`` (``marked``); False where they differ, the
     file is shorter, gone or unreadable. The tensor's bytes are one transient copy (protobuf's), the file read a
-    CHUNK at a time."""
+    CHUNK at a time. A weight left in its file (``leave``): its file's status as when the model was read."""
     file, offset, length = where
+    if is_left(t):
+        try:
+            return file_state(os.stat(file, follow_symlinks=False)) == left_state(t)
+        except OSError:
+            return False
     raw = t.raw_data
     if len(raw) != length:
         return False

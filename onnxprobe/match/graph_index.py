@@ -13,6 +13,7 @@ import onnx
 
 from onnxprobe.graph.shapes import value_types
 from onnxprobe.graph.summary import all_types, non_tensor_outputs
+from onnxprobe.graph.tensor_data import to_array
 from onnxprobe.graph.walk import NodeSite, constant_tensors, walk
 from onnxprobe.match.ops import canonical
 
@@ -180,7 +181,7 @@ class GraphIndex:
             return self.elem(quantized) in (0, onnx.TensorProto.UINT8)
         if zp not in self.values:
             return False
-        z = onnx.numpy_helper.to_array(self.values[zp])
+        z = to_array(self.values[zp])
         lowest = {"uint8": 0, "uint16": 0, "int8": -128, "int16": -32768}.get(z.dtype.name)
         return lowest is not None and z.size > 0 and bool((z == lowest).all())
 
@@ -194,7 +195,7 @@ class GraphIndex:
             return False
         if len(n.input) > 1 and n.input[1]:  # opset 11+: min is an input
             v = self.values.get(n.input[1])
-            return v is not None and onnx.numpy_helper.to_array(v).size == 1 and float(onnx.numpy_helper.to_array(v).reshape(())) == 0
+            return v is not None and to_array(v).size == 1 and float(to_array(v).reshape(())) == 0
         return any(a.name == "min" and a.f == 0 for a in n.attribute)  # opset 6..10: an attribute
 
     def relu_of(self, t: str) -> str | None:
@@ -214,7 +215,7 @@ class GraphIndex:
     def param(self, name: str | None) -> tuple:
         """A quantization parameter as compared: (type, dims, bytes) of a constant's value, else (its name,)."""
         v = self.values.get(name) if name else None
-        return (name,) if v is None else (v.data_type, tuple(v.dims), onnx.numpy_helper.to_array(v).tobytes())
+        return (name,) if v is None else (v.data_type, tuple(v.dims), to_array(v).tobytes())
 
     def same_quantization(self, m: onnx.NodeProto, n: onnx.NodeProto) -> bool:
         """Two QuantizeLinear nodes of one tensor that give the same values: equal scales, zero points

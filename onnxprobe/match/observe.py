@@ -25,11 +25,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import onnx
-from onnx import numpy_helper
 
 from onnxprobe.graph.constants import constants as graph_constants
 from onnxprobe.graph.shapes import static_shape
 from onnxprobe.graph.summary import not_a_tensor
+from onnxprobe.graph.tensor_data import to_array
 from onnxprobe.graph.walk import NodeSite
 from onnxprobe.match.branches import branch_observables
 from onnxprobe.match.folds import with_tails
@@ -194,7 +194,7 @@ def _global_pool(graph: GraphIndex, t: str) -> str:
         v = graph.values.get(name)
         if v is None or v.data_type not in (onnx.TensorProto.INT64, onnx.TensorProto.INT32):
             return None
-        return [int(x) for x in numpy_helper.to_array(v).reshape(-1)]
+        return [int(x) for x in to_array(v).reshape(-1)]
 
     return global_pool(n, shape, constant)
 

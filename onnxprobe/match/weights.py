@@ -19,7 +19,7 @@ import onnx
 
 from onnxprobe.graph.constants import constants as graph_constants
 from onnxprobe.graph.extents import dims_nbytes
-from onnxprobe.graph.tensor_data import check_tensor, tensor_values
+from onnxprobe.graph.tensor_data import check_tensor, tensor_bytes, tensor_values
 from onnxprobe.match.ops import canonical
 from onnxprobe.types import element_count
 
@@ -64,7 +64,7 @@ def float_constants(model: onnx.ModelProto, constants: list | None = None) -> di
     def weight(t: onnx.TensorProto) -> Weight | None:
         if t.data_type not in _FLOATS or t.data_location == onnx.TensorProto.EXTERNAL:
             return None
-        raw = t.raw_data or tensor_values(t).tobytes()
+        raw = tensor_bytes(t)
         if len(raw) != dims_nbytes(t):  # raw_data of another length than its dims need: refused by name
             check_tensor(t)
         h = hashlib.blake2b(f"{t.data_type}:{list(t.dims)}:{len(raw)}".encode(), digest_size=12)

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
 
 from onnxprobe.errors import UsageError, Voice, first_line, settings_error
 from onnxprobe.fileio import checked_path, input_file, protect
+from onnxprobe.graph.tensor_data import to_array
 from onnxprobe.text import clean, clip, human_bytes, quote
 
 
@@ -127,7 +127,7 @@ def _pb_array(p: Path, t: onnx.TensorProto | None = None, what=None) -> np.ndarr
     if any(d < 0 for d in t.dims):  # numpy's reshape would read -1 as "infer from the data", -4 as an empty axis
         raise settings_error(UsageError, lambda say: f"{_said(what, say)}: dims {clip(str(list(t.dims)), 80)} hold a negative "
                              "dimension: not a tensor (a damaged file)")
-    return numpy_helper.to_array(t)
+    return to_array(t)
 
 
 def read_arrays(path: str | Path, kind: str = "input", flag: str | tuple[str, str] = "") -> dict[str, np.ndarray]:

@@ -42,6 +42,7 @@ def outside_weights(path: str, before: tuple, held: dict, inline: dict) -> tuple
     import onnx
 
     from onnxprobe.graph.extents import all_tensors, is_external, source
+    from onnxprobe.graph.weight_files import is_left, left_state, marked
     from onnxprobe.runtime.ort import reads_folders
 
     if (held and not reads_folders()) or os.path.getsize(path) > HEADER_LIMIT:
@@ -60,8 +61,12 @@ def outside_weights(path: str, before: tuple, held: dict, inline: dict) -> tuple
         for name, t in outside.items():
             file, offset, length = source(t, base)
             used = held.get(name, inline.get(name))
-            if inits[name] is None or length is None or (name in held and (used is None or not used.HasField("raw_data"))):
+            if inits[name] is None or length is None or (name in held and (used is None or not (used.HasField("raw_data") or is_left(used)))):
                 return None
+            if used is not None and is_left(used):  # left in its file (graph.weight_files): this very extent, or none
+                if marked(used) != (str(file.resolve()), offset, length):
+                    return None
+                used = left_state(used)
             compared[name] = (str(file.resolve()), offset, length, used)  # used None: a weight the entry does not hold
             if name in held:
                 where[name] = compared[name]
@@ -92,13 +97,18 @@ def _record(path: str, extents: list, before: tuple | None = None) -> dict | Non
     with that tensor's bytes as they pass (a tensor's bytes held from its extent's first chunk to its last: one at a
     time, or those whose extents overlap; letting go of one at each other's chunk copied it again at every chunk of
     two that share their bytes, QA); None where they differ, the file is not ``before`` (its state when the run
-    began, where given) or changed while it was read."""
+    began, where given) or changed while it was read. A tensor left in this file (``graph.weight_files``, given as
+    the file's state when the model was read, a tuple): the file must still be in that state, its bytes not compared."""
+    from onnxprobe.graph.tensor_data import tensor_bytes  # (onnx: at an entry, never at a hit)
+
+    left = {tuple(t) for _, _, t in extents if isinstance(t, tuple)}
+    extents = [e for e in extents if not isinstance(e[2], tuple)]
     held: dict = {}
 
     def same(k: int, at: int, chunk) -> bool:
         if k not in held:
             t = extents[k][2]
-            held[k] = t.raw_data if t.HasField("raw_data") else _as_raw(t)  # a copy (protobuf's)
+            held[k] = tensor_bytes(t)  # a copy (protobuf's)
         raw = held[k]
         if at + chunk.size >= extents[k][1]:  # the extent's last chunk
             del held[k]
@@ -109,19 +119,14 @@ def _record(path: str, extents: list, before: tuple | None = None) -> dict | Non
             st = os.fstat(f.fileno())
             if (before is not None and file_state(st) != tuple(before)) or any(o + n > st.st_size for o, n, _ in extents):
                 return None
+            if left and left != {file_state(st)}:
+                return None
             digest = stream(f, st.st_size, [[o, n] for o, n, _ in extents], same)
             if digest is None or file_state(os.fstat(f.fileno())) != file_state(st) or file_state(os.stat(path)) != file_state(st):
                 return None
     except OSError:
         return None
     return {"path": path, "size": int(st.st_size), "digest": digest, "stat": stat_record(st), "recorded_ns": time.time_ns()}
-
-
-def _as_raw(t) -> bytes:
-    """A tensor's bytes as raw_data lays them out, where it holds typed fields (float_data...)."""
-    from onnx import numpy_helper
-
-    return numpy_helper.to_array(t).tobytes()
 
 
 def files_unchanged(records: list) -> bool:

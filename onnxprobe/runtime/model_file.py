@@ -9,19 +9,11 @@ import os
 
 import numpy as np
 
-from onnxprobe.fileio import open_regular  # noqa: F401 (re-exported: where runtime.direct has it from)
+from onnxprobe.fileio import file_state, open_regular  # noqa: F401 (re-exported: where runtime.direct has them from)
 from onnxprobe.runtime import plan_cache
 
 CHUNK = 2**20  # the model file is read this much at a time: never held whole (a 1.5 GB model is no 1.5 GB more)
 WINDOW = 2**16  # the wire-format walk reads the file's headers this much at a time (the weights' bytes it skips)
-
-
-def file_state(st) -> tuple[int, int, int, int, int]:
-    """What says that a model file is still the one it was (an ``os.stat_result``'s size, modification time,
-    inode, device and change time): a normal run during which it changed is not indexed. The change time too: an
-    edit whose modification time was put back (os.utime, cp -p, rsync -t) moves it, and the entry would otherwise
-    pair the graph the run read with the digest of the bytes edited since."""
-    return (int(st.st_size), int(st.st_mtime_ns), int(st.st_ino), int(st.st_dev), int(st.st_ctime_ns))
 
 
 def stream(f, size: int, moves: list, each, hashed: bool = True) -> str | None:

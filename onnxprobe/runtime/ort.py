@@ -24,6 +24,7 @@ from onnxprobe.errors import (DeviceUnavailable, ExecutionError, ModelError, Ses
 from onnxprobe.graph.builder import opset_version
 from onnxprobe.graph.io import is_large, save_beside
 from onnxprobe.graph.merge import origin
+from onnxprobe.graph.tensor_data import to_array
 from onnxprobe.memory import return_freed_memory, trim, unpark
 from onnxprobe.runtime.arrays import narrow_buffer
 from onnxprobe.runtime import ort_options
@@ -153,9 +154,11 @@ SKELETON_BYTES = 8 * 2**20  # above this much weight, sessions are built from a 
 
 def _make(ort, model: onnx.ModelProto, so, providers: list[str], weights: dict[str, onnx.TensorProto], files: bool = True):
     from onnxprobe.graph.skeleton import check_data, large_initializers, skeleton, stubs as stubs_of, unpoint_stubs, weight_bytes
+    from onnxprobe.graph.weight_files import is_left
 
     stubs = list(stubs_of(model))
-    if stubs or weight_bytes(model) >= SKELETON_BYTES:
+    # a weight left in its file (graph.weight_files) has no bytes in the proto: the skeleton's way, whatever the size
+    if stubs or weight_bytes(model) >= SKELETON_BYTES or any(is_left(t) for t in model.graph.initializer):
         # the graph goes to onnxruntime without its big weights, which follow by name: no serialising
         # and re-parsing of the weights
         missing = [n for n in stubs if n not in weights]
@@ -172,7 +175,7 @@ def _make(ort, model: onnx.ModelProto, so, providers: list[str], weights: dict[s
         else:  # an onnxruntime without in-memory external data: OrtValues, which it copies
             for _, t in big:
                 check_data(t)
-            keep, pointed = [onnx.numpy_helper.to_array(t) for _, t in big], []
+            keep, pointed = [to_array(t) for _, t in big], []
             so.add_external_initializers([n for n, _ in big], [ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(a)) for a in keep])
         try:
             data = sk.SerializeToString()

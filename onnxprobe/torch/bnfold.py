@@ -20,9 +20,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
 
 from onnxprobe.graph.builder import GraphBuilder, all_names, opset_version
+from onnxprobe.graph.tensor_data import to_array
 from onnxprobe.match.engine import FOLDED, Pair, Unmatched
 from onnxprobe.match.observe import Observable
 from onnxprobe.torch.param_values import channel_scales
@@ -112,7 +112,7 @@ def find_folds(model: onnx.ModelProto, mod, params: dict[str, np.ndarray], pm: P
     stats = [(b.path, b.module, b.inv, b.gamma, b.beta, b.mean) for b in batchnorm_statistics(mod)]
     if not stats:
         return []
-    values = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    values = {t.name: to_array(t) for t in model.graph.initializer}
     maybe = pm.derived | pm.folds  # initializers no parameter holds as it is
     found: list[Fold] = []
     for n in model.graph.node:

@@ -10,7 +10,8 @@ import hashlib
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
+
+from onnxprobe.graph.tensor_data import to_array
 
 
 def digest(a: np.ndarray) -> tuple:
@@ -156,10 +157,10 @@ def copies_of_one(equal: list[str], alike: list[str], owners: dict[str, set[str]
 def initializer_values(model: onnx.ModelProto, wanted: set[str]) -> dict[str, np.ndarray]:
     """The values of the ``wanted`` initializers of the main graph, and of its Constant nodes' outputs of those
     names (weights held by Constant nodes)."""
-    values = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer if t.name in wanted}
+    values = {t.name: to_array(t) for t in model.graph.initializer if t.name in wanted}
     for n in model.graph.node:
         if n.op_type == "Constant" and n.output and n.output[0] in wanted:
             a = next((x for x in n.attribute if x.name == "value"), None)
             if a is not None:
-                values[n.output[0]] = numpy_helper.to_array(a.t)
+                values[n.output[0]] = to_array(a.t)
     return values

@@ -28,10 +28,11 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 import onnx
-from onnx import helper, numpy_helper
+from onnx import helper
 
 from onnxprobe.graph.builder import GraphBuilder, all_names, opset_version
 from onnxprobe.graph.rnn_states import initial_states
+from onnxprobe.graph.tensor_data import to_array
 from onnxprobe.match.engine import FOLDED, OTHER_VALUES, Pair, Unmatched
 from onnxprobe.match.observe import Observable
 from onnxprobe.types import grad_name
@@ -74,12 +75,12 @@ def rnn_modules(mod) -> list[tuple[str, object]]:
 
 
 def _values(model: onnx.ModelProto) -> dict[str, np.ndarray]:
-    out = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    out = {t.name: to_array(t) for t in model.graph.initializer}
     for n in model.graph.node:
         if n.op_type == "Constant" and n.output:
             a = next((x for x in n.attribute if x.name == "value"), None)
             if a is not None:
-                out[n.output[0]] = numpy_helper.to_array(a.t)
+                out[n.output[0]] = to_array(a.t)
     return out
 
 

@@ -30,6 +30,7 @@ from onnxprobe.errors import (RUNTIME_OPTIONS, DeviceUnavailable, ExecutionError
                               setting_error)
 from onnxprobe.graph.io import is_large, save_beside
 from onnxprobe.graph.shapes import with_input_shapes
+from onnxprobe.graph.weight_files import filled
 from onnxprobe.runtime.feeds import fed, model_inputs
 from onnxprobe.runtime.runners.host_stats import Collected, HostStatsRunner
 from onnxprobe.runtime.runners.observability import compiled_unobservable
@@ -211,6 +212,7 @@ class OpenVinoRunner(HostStatsRunner):
         have = self._loaded.get(key)
         if have is not None and have[0] == self.worker.generation:
             return have[1]
+        model = filled(model)  # weights left in their files read in: OpenVINO reads the proto's own bytes
         if is_large(model):  # > 2 GB: OpenVINO reads a file with its weights beside it (kept: it may map them)
             d = tempfile.TemporaryDirectory(prefix="onnxprobe-ov-")
             self._files.append(d)

@@ -115,7 +115,7 @@ def read_host_refs(refs: list[TensorRef], feeds: dict, model: onnx.ModelProto, s
 def constant_value(model: onnx.ModelProto, name: str) -> np.ndarray | None:
     """An initializer's values, the main graph's first, then an If/Loop/Scan body's (a sparse one's densified on
     the host, as nodes read it)."""
-    from onnx import numpy_helper
+    from onnxprobe.graph.tensor_data import to_array
 
     from onnxprobe.graph.densify import dense_array
     from onnxprobe.graph.walk import all_graphs
@@ -123,7 +123,7 @@ def constant_value(model: onnx.ModelProto, name: str) -> np.ndarray | None:
     for g in all_graphs(model.graph):
         for t in g.initializer:
             if t.name == name:
-                return numpy_helper.to_array(t)
+                return to_array(t)
         for s in g.sparse_initializer:
             if s.values.name == name:
                 return dense_array(s)

@@ -16,6 +16,7 @@ from onnx.reference.ops.op_batch_normalization import BatchNormalization_9, _bat
 from onnxprobe.errors import ExecutionError, SessionError, first_line
 from onnxprobe.graph.builder import default_opset
 from onnxprobe.graph.densify import dense_weights
+from onnxprobe.graph.weight_files import filled
 from onnxprobe.graph.walk import walk
 from onnxprobe.runtime.feeds import fed
 from onnxprobe.runtime.runners.base import GraphRunner
@@ -40,7 +41,7 @@ class ReferenceRunner(GraphRunner):
             with np.errstate(all="ignore"), warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)
                 # sparse weights dense: onnx.reference reads none ("SparseTensorProto has no data_location field")
-                evaluator = ReferenceEvaluator(dense_weights(model), new_ops=corrected_ops(model))
+                evaluator = ReferenceEvaluator(dense_weights(filled(model)), new_ops=corrected_ops(model))
         except Exception as e:  # noqa: BLE001 - an op it has no implementation of: it cannot load the model,
             # whatever the inputs (a SessionError: no hint about guessed dimensions or random integers follows)
             raise SessionError(f"onnx.reference could not load the model at {_culprit(model, e)}: {type(e).__name__}: "

@@ -26,6 +26,7 @@ from onnxprobe.errors import (RUNTIME_OPTIONS, DeviceUnavailable, ExecutionError
                               setting_error)
 from onnxprobe.graph.io import is_large, save_beside
 from onnxprobe.graph.memo import ModelMemo
+from onnxprobe.graph.weight_files import filled
 from onnxprobe.runtime.budget import parse_size
 from onnxprobe.runtime.feeds import fed
 from onnxprobe.runtime.runners.host_stats import Collected, HostStatsRunner
@@ -140,10 +141,11 @@ class TensorRtRunner(HostStatsRunner):
         last ``MAX_SOURCES`` is removed (the parser reads it only while parsing), the others go with the
         runner (TemporaryDirectory removes its folder when collected)."""
         def make():
-            if not is_large(model):
-                return model.SerializeToString(), None
+            whole = filled(model)  # weights left in their files read in: the parser reads the proto's own bytes
+            if not is_large(whole):
+                return whole.SerializeToString(), None
             folder = tempfile.TemporaryDirectory(prefix="onnxprobe-trt-")
-            return save_beside(model, folder.name), folder
+            return save_beside(whole, folder.name), folder
 
         return self._sources.get(model, None, make)[0]
 
