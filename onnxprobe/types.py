@@ -121,7 +121,7 @@ class ProbePlan:
     probes: list[Probe]
     source: str  # path or label of the original model
     warnings: list[str] = field(default_factory=list)
-    base: Any = None  # the model before probing (for reruns over some of its tensors)
+    base: Any = None  # the model before probing (for reruns over some of its tensors; see Model.proto on its weights)
     # when set, ``model`` is a skeleton (graph.skeleton): its stubbed weights are this ModelProto's
     # initializers and Constant values of the same names, handed to the runtime apart
     weights_from: Any = None
@@ -394,7 +394,10 @@ class Model:
     """A loaded model (``graph.model.load``; ``graph.model.Model``, which ``api.Model`` is, adds ``Model.of``,
     which needs onnx): defined here, without onnx, for what names it but needs none (``api.lean``).
     ``proto``: the model as read, with shape inference's value_info filled in (nothing else changed but a
-    domain imported twice, collapsed to the import onnxruntime runs with);
+    domain imported twice, collapsed to the import onnxruntime runs with). ``api.load`` reads every weight into it;
+    a command given a path to run on onnxruntime (``layers``, ``diff``) leaves the big weights of external data files
+    there (``graph.weight_files``: no bytes in the proto, read from the file by ``graph.tensor_data.to_array``), and
+    such a proto is what its result's ``plan.base`` holds;
     ``source``: the path (or a label); ``warnings``: what loading had to say (shape inference degraded...)."""
 
     proto: Any  # onnx.ModelProto
