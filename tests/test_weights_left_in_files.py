@@ -31,7 +31,7 @@ B = rng.standard_normal(80).astype(np.float32)  # small: read into the proto as 
 X = rng.standard_normal((2, 64)).astype(np.float32)
 
 
-def _write(folder, w1=W1, w2=W2, name="m.onnx", location="m.data"):
+def _write(folder, w1=W1, w2=W2, name="m.onnx", location="m.data", threshold=0):
     folder.mkdir(parents=True, exist_ok=True)
     vi = helper.make_tensor_value_info
     nodes = [helper.make_node("MatMul", ["x", "W1"], ["h"], name="mm1"), helper.make_node("Tanh", ["h"], ["t"], name="tanh"),
@@ -42,7 +42,7 @@ def _write(folder, w1=W1, w2=W2, name="m.onnx", location="m.data"):
                    [vi("y", TensorProto.FLOAT, [2, 80]), vi("v", TensorProto.FLOAT, [2, 80])])
     m.graph.initializer.extend([numpy_helper.from_array(w1, "W1"), numpy_helper.from_array(w2, "W2"),
                                 numpy_helper.from_array(W3, "W3"), numpy_helper.from_array(B, "B")])
-    onnx.save(m, folder / name, save_as_external_data=True, location=location, size_threshold=0)
+    onnx.save(m, folder / name, save_as_external_data=True, location=location, size_threshold=threshold)
     return folder / name
 
 
@@ -163,3 +163,13 @@ def test_weights_left_in_files_handed_over_from_memory_where_onnxruntime_cannot_
     np.testing.assert_allclose(arrays["y"], want[0], rtol=1e-6)
     np.testing.assert_allclose(arrays["v"], want[1], rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(res.stats["y"].max, want[0].max(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("lazy", [False, True])
+def test_a_data_file_that_is_a_symbolic_link_is_refused_as_onnx_refuses_it(tmp_path, lazy):
+    p = _write(tmp_path / "m", threshold=1024)  # every tensor of the data file a big one, which a lazy load leaves
+    (tmp_path / "m" / "m.data").rename(tmp_path / "m" / "real.data")
+    os.symlink("real.data", tmp_path / "m" / "m.data")
+    with pytest.raises(ModelError, match="cannot load its external data: .*symbolic link") as e:
+        load_model(p, lazy=lazy)
+    assert "\n" not in str(e.value)

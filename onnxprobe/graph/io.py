@@ -286,12 +286,15 @@ def _load_external(tensors: list[onnx.TensorProto], base_dir: Path, weights=(), 
     named = Counter(t.name for t in weights)
     came = {t.name: source(t, base_dir) for t in weights if is_external(t) and named[t.name] == 1}
     states: dict[Path, tuple] = {}
-    left = set()
+    left, probed = set(), set()
     for t in weights if lazy else ():
         where = came.get(t.name)
         if where is None or not stubbed_size(t):
             continue
         file, offset, length = where[0].resolve(), where[1], where[2]
+        if location(t) not in probed:
+            _as_onnx_reads(t, base_dir)
+            probed.add(location(t))
         if file not in states:
             states[file] = file_state(os.stat(file))
         need = dims_nbytes(t)
@@ -307,6 +310,20 @@ def _load_external(tensors: list[onnx.TensorProto], base_dir: Path, weights=(), 
         where = came.get(t.name)
         if where is not None and id(t) not in left and is_large_tensor(t):  # the length onnx read (len(raw_data) copies)
             mark(t, where[0].resolve(), where[1], where[2] if where[2] is not None else dims_nbytes(t))
+
+
+def _as_onnx_reads(t: onnx.TensorProto, base_dir: Path) -> None:
+    """onnx's own checks of ``t``'s external data file (a symbolic link, a location that leads out of the folder...:
+    whatever its loader refuses, in its words), made by reading one byte of it as onnx reads a tensor: a weight left
+    in its file is refused where the loaded one would be."""
+    from onnx.external_data_helper import load_external_data_for_tensor
+
+    probe = onnx.TensorProto(name=t.name, data_type=onnx.TensorProto.UINT8, dims=[1])
+    probe.data_location = onnx.TensorProto.EXTERNAL
+    for k, v in (("location", location(t)), ("offset", "0"), ("length", "1")):
+        e = probe.external_data.add()
+        e.key, e.value = k, v
+    load_external_data_for_tensor(probe, str(base_dir))
 
 
 def model_size(model: onnx.ModelProto) -> int:
