@@ -173,3 +173,20 @@ def test_a_data_file_that_is_a_symbolic_link_is_refused_as_onnx_refuses_it(tmp_p
     with pytest.raises(ModelError, match="cannot load its external data: .*symbolic link") as e:
         load_model(p, lazy=lazy)
     assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("where", ["first", "last"])
+def test_two_weights_compared_from_their_files_chunk_by_chunk(tmp_path, monkeypatch, where):
+    from onnxprobe.compare.same_function import same_bytes
+
+    monkeypatch.setattr(wf, "CHUNK", 4096)  # W1's 24 KiB in six chunks
+    other = W1.copy()
+    other.reshape(-1)[0 if where == "first" else -1] += 1
+    a = _by_name(load_model(_write(tmp_path / "a"), lazy=True))["W1"]
+    b = _by_name(load_model(_write(tmp_path / "b"), lazy=True))["W1"]
+    c = _by_name(load_model(_write(tmp_path / "c", w1=other), lazy=True))["W1"]
+    inline = numpy_helper.from_array(W1, "W1")
+    for x, y in ((a, b), (a, inline), (inline, b)):  # two files, or a file and memory: the same bytes
+        assert same_bytes(x, y) and np.array_equal(tensor_values(x), tensor_values(y))
+    for x, y in ((a, c), (c, inline), (inline, c)):
+        assert not same_bytes(x, y) and not np.array_equal(tensor_values(x), tensor_values(y))

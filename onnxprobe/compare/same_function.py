@@ -24,7 +24,7 @@ from onnx import TensorProto
 from onnxprobe.compare.introduced import MAX_CONE_NODES
 from onnxprobe.graph.skeleton import is_stub
 from onnxprobe.graph.tensor_data import tensor_bytes
-from onnxprobe.graph.weight_files import is_left, left_state, marked
+from onnxprobe.graph.weight_files import is_left, left_state, marked, same_data
 
 RANDOM = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli",
                     "Dropout"})
@@ -145,7 +145,7 @@ def same_bytes(t: TensorProto, u: TensorProto) -> bool:
         return t.raw_data == u.raw_data
     if is_left(t) and is_left(u) and marked(t) == marked(u) and left_state(t) == left_state(u):
         return True  # the same bytes of one file, unchanged (graph.weight_files)
-    try:  # typed fields, or a weight left in its file: read there
-        return tensor_bytes(t) == tensor_bytes(u)
+    try:  # a weight left in its file: read there, to the first chunk that differs; typed fields
+        return same_data(t, u) if is_left(t) or is_left(u) else tensor_bytes(t) == tensor_bytes(u)
     except Exception:  # noqa: BLE001 - a tensor numpy cannot hold: not known to be the same
         return False

@@ -106,6 +106,11 @@ def data(t: TensorProto) -> bytes:
     """The bytes of a weight ``leave`` left in its file, read there: a ModelError where the file is gone, no longer a
     regular file, or changed since the model was read (its size, times, inode: what was compared before and what runs
     now would be other bytes)."""
+    return b"".join(chunks(t, None))
+
+
+def chunks(t: TensorProto, size: int | None):
+    """``data``'s bytes ``size`` at a time (None: at once), the file checked as ``data`` checks it, before the first."""
     from onnxprobe.errors import ModelError
 
     file, offset, length, state = _entry(t)
@@ -115,13 +120,32 @@ def data(t: TensorProto) -> bytes:
                 raise ModelError(f"{file}: the external data file changed while onnxprobe ran (its size or times differ "
                                  f"from when the model was read: weight {t.name!r}); run it again")
             f.seek(offset)
-            out = f.read(length)
+            for at in range(0, length, size or max(length, 1)):
+                out = f.read(min(size or length, length - at))
+                if not out:  # pragma: no cover - the status said it holds them
+                    raise ModelError(f"{file}: the external data file is too short for weight {t.name!r} now")
+                yield out
     except OSError as e:
         raise ModelError(f"{file}: cannot read the external data file again (weight {t.name!r}): "
                          f"{e.strerror or e}") from None
-    if len(out) != length:  # pragma: no cover - the status said it holds them
-        raise ModelError(f"{file}: the external data file is too short for weight {t.name!r} now")
-    return out
+
+
+def same_data(t: TensorProto, u: TensorProto) -> bool:
+    """Whether two tensors of one type and dims, at least one of them left in its file (``leave``), hold the same bytes:
+    compared CHUNK by CHUNK, to the first that differs (two different weights of 128 MiB: 64 KiB read, not 256 MiB)."""
+    from itertools import zip_longest
+
+    def pieces(x):
+        if is_left(x):
+            return chunks(x, CHUNK)
+        raw = memoryview(x.raw_data) if x.HasField("raw_data") else None
+        if raw is None:
+            from onnxprobe.graph.tensor_data import tensor_bytes
+
+            raw = memoryview(tensor_bytes(x))
+        return (raw[at:at + CHUNK] for at in range(0, len(raw), CHUNK))
+
+    return all(a is not None and b is not None and a == b for a, b in zip_longest(pieces(t), pieces(u)))
 
 
 def left_state(t: TensorProto) -> tuple | None:
