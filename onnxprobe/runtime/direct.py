@@ -36,7 +36,7 @@ import numpy as np
 
 from onnxprobe.errors import owns_the_process
 from onnxprobe.memory import done_with, return_freed_memory, unpark
-from onnxprobe.runtime import plan_cache
+from onnxprobe.runtime import model_file, plan_cache
 from onnxprobe.runtime.model_file import FileBytes, file_state, open_regular, stat_record, stream, unchanged, weight_extents
 from onnxprobe.runtime.random_inputs import draw
 from onnxprobe.runtime.runners.readback import host_statistics, read_probes, second_look
@@ -140,7 +140,7 @@ def file_weights(path: str, before: tuple, held: dict, files: dict, packed: int)
     with open_regular(path) as f:
         if file_state(os.fstat(f.fileno())) != tuple(before):
             return None
-        extents = weight_extents(FileBytes(f, size))  # walked whatever is held: a weight in another file is refused
+        extents = weight_extents(FileBytes(f, size, model_file.CHUNK))  # walked whatever is held: a weight in another file is refused
         if extents is None:
             return None
         moves, expected = [], []
