@@ -94,11 +94,11 @@ def test_a_data_file_changed_after_the_model_was_read_is_one_line_naming_it(tmp_
         st = os.stat(data)
         f.write(b"\0" * 8)
     os.utime(data, ns=(st.st_atime_ns, st.st_mtime_ns))
-    with pytest.raises(ModelError, match="m.data: the external data file changed while onnxprobe ran") as e:
+    with pytest.raises(ModelError, match="m.data: the file changed while onnxprobe ran") as e:
         tensor_values(t)
     assert "\n" not in str(e.value)
     os.remove(data)
-    with pytest.raises(ModelError, match="cannot read the external data file again"):
+    with pytest.raises(ModelError, match="m.data: cannot read the file again"):
         tensor_bytes(t)
 
 

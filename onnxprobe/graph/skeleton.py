@@ -21,11 +21,13 @@ from onnxprobe.errors import ModelError
 from onnxprobe.graph.extents import dims_nbytes
 from onnxprobe.graph.tensor_data import to_array
 from onnxprobe.graph.weight_files import data, is_left
+from onnxprobe.graph.wire_format import KEEP_ELEMENTS
 from onnxprobe.text import clip, quote
 from onnxprobe.types import element_count
 
 STUB_LOCATION = "onnxprobe-stub"
-KEEP_ELEMENTS = 4096  # small tensors (shapes, axes, scales) stay: shape inference reads their values
+# KEEP_ELEMENTS: small tensors (shapes, axes, scales) stay, shape inference reads their values (the one number for this
+# and for the wire-format walk that leaves the bigger ones in their file)
 
 
 def weight_bytes(model: onnx.ModelProto) -> int:

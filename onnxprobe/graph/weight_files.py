@@ -69,10 +69,11 @@ def mark(t: TensorProto, file: Path, offset: int, length: int, state: tuple | No
 
 
 def leave(t: TensorProto, file: Path, offset: int, length: int, state: tuple) -> None:
-    """Make the external tensor ``t`` (its bytes in ``file``, of status ``state``) one whose bytes stay there: no data in
-    the proto, marked (``is_left``)."""
+    """Make the tensor ``t`` whose bytes lie in ``file`` (of status ``state``: its external data file, or the model file
+    itself, parsed without them) one whose bytes stay there: no data in the proto, marked (``is_left``)."""
     del t.external_data[:]
-    t.data_location = TensorProto.DEFAULT
+    if t.data_location == TensorProto.EXTERNAL:  # (one inline already is DEFAULT: not written as a field)
+        t.data_location = TensorProto.DEFAULT
     mark(t, file, offset, length, state)
 
 
@@ -117,17 +118,16 @@ def chunks(t: TensorProto, size: int | None):
     try:
         with open_regular(file, follow=False) as f:
             if file_state(os.fstat(f.fileno())) != state:
-                raise ModelError(f"{file}: the external data file changed while onnxprobe ran (its size or times differ "
-                                 f"from when the model was read: weight {t.name!r}); run it again")
+                raise ModelError(f"{file}: the file changed while onnxprobe ran (its size or times differ from when "
+                                 f"the model was read: weight {t.name!r} lies in it); run it again")
             f.seek(offset)
             for at in range(0, length, size or max(length, 1)):
                 out = f.read(min(size or length, length - at))
                 if not out:  # pragma: no cover - the status said it holds them
-                    raise ModelError(f"{file}: the external data file is too short for weight {t.name!r} now")
+                    raise ModelError(f"{file}: the file is too short for weight {t.name!r} now")
                 yield out
     except OSError as e:
-        raise ModelError(f"{file}: cannot read the external data file again (weight {t.name!r}): "
-                         f"{e.strerror or e}") from None
+        raise ModelError(f"{file}: cannot read the file again (weight {t.name!r} lies in it): {e.strerror or e}") from None
 
 
 def same_data(t: TensorProto, u: TensorProto) -> bool:

@@ -160,3 +160,101 @@ def weight_extents(data) -> dict[str, tuple[int, int]] | None:
         return out
     except (ValueError, IndexError):
         return None
+
+
+# --- the file's bytes without its big inline weights --------------------------------------------------------------
+
+# a tensor of more values than this is a weight (``graph.skeleton`` stubs it; the lazy read leaves it in its file):
+# smaller ones, shapes, axes and scales, shape inference reads
+KEEP_ELEMENTS = 4096
+_STRING = 8  # TensorProto.STRING
+
+
+def _spans(b, start: int, end: int):
+    """(field number, wire type, the field's first byte, its value's first byte, its end) of ``b[start:end]``'s fields."""
+    i = start
+    while i < end:
+        first = i
+        key, i = _varint(b, i)
+        num, wt = key >> 3, key & 7
+        if wt == 0:  # the value: the varint itself
+            value = i
+            _, i = _varint(b, i)
+        elif wt == 2:
+            n, value = _varint(b, i)
+            i = value + n
+        elif wt in (1, 5):
+            value, i = i, i + (8 if wt == 1 else 4)
+        else:  # groups: no ONNX message has any
+            raise ValueError("unexpected wire type")
+        if i > end:
+            raise ValueError("field past its message")
+        yield num, wt, first, value, i
+
+
+def _varint_bytes(v: int) -> bytes:
+    out = bytearray()
+    while True:
+        c, v = v & 0x7F, v >> 7
+        out.append(c | (0x80 if v else 0))
+        if not v:
+            return bytes(out)
+
+
+def _field(num: int, payload: bytes) -> bytes:
+    return _varint_bytes(num << 3 | 2) + _varint_bytes(len(payload)) + payload
+
+
+def _weight(b, spans) -> bool:
+    """Whether a TensorProto's fields ``spans`` give it more than KEEP_ELEMENTS values (its dims: field 1, packed or
+    not) and a type other than STRING (field 2)."""
+    dims, kind = [], 0
+    for num, wt, _, value, end in spans:
+        if num == 1 and wt == 0:
+            dims.append(_varint(b, value)[0])
+        elif num == 1 and wt == 2:
+            i = value
+            while i < end:
+                d, i = _varint(b, i)
+                dims.append(d)
+        elif num == 2 and wt == 0:
+            kind = _varint(b, value)[0]
+    count = 1
+    for d in dims:
+        count *= d if d < 2**63 else 0  # a negative dim (two's complement): no weight
+    return kind != _STRING and count > KEEP_ELEMENTS
+
+
+def without_weights(b) -> tuple[bytes, list[tuple[int, int, int]]] | None:
+    """The model file's bytes ``b`` (``FileBytes``) with the raw_data of each main-graph initializer of STRIP bytes or
+    more left out, and where each left-out raw_data lies: (the initializer's index in the graph, offset, length). An
+    initializer whose data are given twice or lie in another file is kept whole (``_tensor``'s rules). None where the
+    bytes cannot be walked so (no graph, a graph given twice) or nothing is left out: the caller reads the file."""
+    try:
+        top = list(_spans(b, 0, len(b)))
+        graphs = [s for s in top if s[0] == 7 and s[1] == 2]
+        if len(graphs) != 1:
+            return None
+        graph, left, k = bytearray(), [], 0
+        for num, wt, first, value, end in _spans(b, graphs[0][3], graphs[0][4]):
+            whole = True
+            if num == 5 and wt == 2:
+                _, raw, elsewhere = _tensor(b, value, end)
+                if raw is not None and not elsewhere and raw[1] > KEEP_ELEMENTS // 2:  # (4-bit values: two a byte)
+                    spans = list(_spans(b, value, end))
+                    # its data one raw_data field, more values than KEEP_ELEMENTS, not strings
+                    if [s[3] for s in spans if s[:2] == (9, 2)] == [raw[0]] and _weight(b, spans):
+                        graph += _field(5, b"".join(b[f:e] for n, w, f, _, e in spans if (n, w) != (9, 2)))
+                        left.append((k, raw[0], raw[1]))
+                        whole = False
+                k += 1
+            if whole:
+                graph += b[first:end]
+        if not left:
+            return None
+        out = bytearray()
+        for num, wt, first, value, end in top:
+            out += _field(7, bytes(graph)) if (num, wt, first) == graphs[0][:3] else b[first:end]
+        return bytes(out), left
+    except (ValueError, IndexError):
+        return None

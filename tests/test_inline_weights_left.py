@@ -1,0 +1,127 @@
+"""Big inline weights left in the model file itself (graph.io.load_model(lazy=True), graph.wire_format.without_weights):
+`layers` and `diff` given a path parse the file's protobuf without the raw_data of its big initializers, which stay in
+the file (a model of 1 GiB of MatMul weights inside its .onnx file held them three times: 3.2 GB where plain inference
+takes 1.2). Oracles: onnx.load of the same file, numpy float64, the model read whole (api.load)."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from conftest import make_model
+from onnxprobe import api
+from onnxprobe.errors import ModelError
+from onnxprobe.graph import io as io_mod
+from onnxprobe.graph import weight_files as wf
+from onnxprobe.graph.io import load_model
+from onnxprobe.graph.tensor_data import tensor_values
+
+rng = np.random.default_rng(5)
+W1 = rng.standard_normal((64, 96)).astype(np.float32)
+W2 = (rng.standard_normal((96, 80)) * 1e-3 - 2e4).astype(np.float32)  # a large offset
+W3 = rng.standard_normal((96, 80)).astype(np.float16)
+B = rng.standard_normal(80).astype(np.float32)
+X = rng.standard_normal((2, 64)).astype(np.float32)
+
+
+@pytest.fixture(autouse=True)
+def every_size(monkeypatch):
+    monkeypatch.setattr(io_mod, "LAZY_FILE", 0)  # these models are small: read lazily all the same
+
+
+def _model(w1=W1, typed=False, twice=False):
+    vi = helper.make_tensor_value_info
+    nodes = [helper.make_node("MatMul", ["x", "W1"], ["h"], name="mm1"), helper.make_node("Tanh", ["h"], ["t"], name="tanh"),
+             helper.make_node("MatMul", ["t", "W2"], ["u"], name="mm2"), helper.make_node("Add", ["u", "B"], ["y"], name="add"),
+             helper.make_node("Cast", ["W3"], ["w3"], to=TensorProto.FLOAT, name="cast"),
+             helper.make_node("MatMul", ["t", "w3"], ["v"], name="mm3")]
+    m = make_model(nodes, [vi("x", TensorProto.FLOAT, [2, 64])],
+                   [vi("y", TensorProto.FLOAT, [2, 80]), vi("v", TensorProto.FLOAT, [2, 80])])
+    w2 = helper.make_tensor("W2", TensorProto.FLOAT, W2.shape, W2.reshape(-1).tolist()) if typed else numpy_helper.from_array(W2, "W2")
+    m.graph.initializer.extend([numpy_helper.from_array(w1, "W1"), w2, numpy_helper.from_array(W3, "W3"),
+                                numpy_helper.from_array(B, "B")])
+    if twice:  # a name given twice: which did the model use? its bytes read as onnx reads them
+        m.graph.initializer.append(numpy_helper.from_array(w1 * 2, "W1"))
+    return m
+
+
+def _save(m, path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(m, path)
+    return path
+
+
+@pytest.mark.parametrize("typed", [False, True])
+def test_the_model_file_parsed_without_its_big_weights_holds_what_onnx_reads(tmp_path, typed):
+    p = _save(_model(typed=typed), tmp_path / "m.onnx")
+    m = load_model(p, lazy=True)
+    want = {t.name: numpy_helper.to_array(t) for t in onnx.load(p).graph.initializer}
+    got = {t.name: t for t in m.graph.initializer}
+    assert wf.is_left(got["W1"]) and wf.is_left(got["W3"]) and not wf.is_left(got["B"])
+    assert wf.is_left(got["W2"]) != typed  # float_data, not raw_data: parsed as it is
+    assert m.ByteSize() < W1.nbytes + (W2.nbytes if typed else 0)
+    for name, arr in want.items():
+        np.testing.assert_array_equal(tensor_values(got[name]), arr)
+        assert got[name].data_type == onnx.load(p).graph.initializer[list(want).index(name)].data_type
+    assert wf.marked(got["W1"])[0] == str(p.resolve())
+    # the graph, apart from the weights' bytes, is the one onnx reads
+    whole = onnx.load(p)
+    for t in whole.graph.initializer:
+        if t.name in ("W1", "W3") or (t.name == "W2" and not typed):
+            t.ClearField("raw_data")
+    for t in m.graph.initializer:
+        del t.external_data[:]
+    assert m.graph.SerializeToString(deterministic=True) == whole.graph.SerializeToString(deterministic=True)
+
+
+def test_a_name_given_twice_and_a_damaged_weight_are_read_as_onnx_reads_them(tmp_path):
+    p = _save(_model(twice=True), tmp_path / "m.onnx")
+    m = load_model(p, lazy=True)
+    w1 = [t for t in m.graph.initializer if t.name == "W1"]
+    assert len(w1) == 2 and not any(wf.is_left(t) for t in w1)
+    np.testing.assert_array_equal(numpy_helper.to_array(w1[1]), W1 * 2)
+    bad = _model()
+    bad.graph.initializer[0].raw_data = bad.graph.initializer[0].raw_data[:-4]  # 4 bytes short of its dims
+    q = _save(bad, tmp_path / "bad.onnx")
+    assert not wf.is_left(next(t for t in load_model(q, lazy=True).graph.initializer if t.name == "W1"))
+    run = dict(selection=api.Selection(all=True), config=api.RunConfig(cache=False), inputs=api.InputSpec(arrays={"x": X}))
+    with pytest.raises(ModelError) as lazy:
+        api.layers(str(q), **run)
+    with pytest.raises(ModelError) as eager:
+        api.layers(api.load(q), **run)
+    assert str(lazy.value) == str(eager.value) and "tensor 'W1' of the model holds 24572 bytes" in str(lazy.value)
+
+
+def test_layers_and_diff_of_inline_weights_read_from_the_file_give_the_whole_models_results(tmp_path):
+    p = _save(_model(), tmp_path / "a.onnx")
+    q = _save(_model(w1=W1 * np.float32(1.001)), tmp_path / "b.onnx")
+    sel, spec, cfg = api.Selection(all=True), api.InputSpec(arrays={"x": X}), api.RunConfig(cache=False)
+    lazy = api.layers(str(p), sel, cfg, spec, save=True)
+    eager = api.layers(api.load(p), sel, cfg, spec, save=True)
+    assert any(wf.is_left(t) for t in lazy.plan.base.graph.initializer)
+    for k, v in eager.arrays.items():
+        np.testing.assert_array_equal(lazy.arrays[k], v)
+    want = np.tanh(X.astype(np.float64) @ W1.astype(np.float64)) @ W2.astype(np.float64) + B
+    np.testing.assert_allclose(lazy.arrays["y"], want, rtol=1e-5)
+    d_lazy = api.diff(str(p), str(q), selection=sel, config=cfg, inputs=spec)
+    d_eager = api.diff(api.load(p), api.load(q), selection=sel, config=cfg, inputs=spec)
+    rows = lambda d: [(r.pair.a.name, r.pair.b.name, None if r.metrics is None else r.metrics.max_abs) for r in d.results]  # noqa: E731
+    assert rows(d_lazy) == rows(d_eager) and any(m for _, _, m in rows(d_lazy))
+
+
+def test_the_model_file_changed_after_it_was_read_is_one_line(tmp_path):
+    p = _save(_model(), tmp_path / "m.onnx")
+    m = load_model(p, lazy=True)
+    st = os.stat(p)
+    with open(p, "r+b") as f:  # other bytes, the modification time put back
+        f.seek(st.st_size // 2)
+        f.write(b"\1\2\3\4")
+    os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))
+    w1 = next(t for t in m.graph.initializer if t.name == "W1")
+    with pytest.raises(ModelError, match="m.onnx: the file changed while onnxprobe ran") as e:
+        tensor_values(w1)
+    assert "\n" not in str(e.value)
