@@ -125,3 +125,30 @@ def test_the_model_file_changed_after_it_was_read_is_one_line(tmp_path):
     with pytest.raises(ModelError, match="m.onnx: the file changed while onnxprobe ran") as e:
         tensor_values(w1)
     assert "\n" not in str(e.value)
+
+
+def test_a_repeated_layers_reads_the_inline_weights_from_the_model_file_and_never_serves_an_edited_one(tmp_path, monkeypatch):
+    from onnx.reference import ReferenceEvaluator
+
+    from onnxprobe.runtime import plan_cache
+
+    monkeypatch.setenv("ONNXPROBE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("ONNXPROBE_NO_CACHE", raising=False)
+    p = _save(_model(), tmp_path / "m.onnx")
+    run = lambda: api.layers(str(p), api.Selection(all=True), api.RunConfig(device="cpu"), api.InputSpec(seed=4))  # noqa: E731
+    first = run()
+    served = run()
+    assert type(served.plan).__name__ == "CachedPlan"
+    metas = [m for _, m in filter(None, (plan_cache.read_entry(f.name.split(".")[0]) for f in (tmp_path / "cache").rglob("*.json")))
+             if "folder" in m]
+    # its stubs point at the model file itself: no buffer of the weights, no moves to copy them into one
+    assert metas and metas[0]["folder"] == str(tmp_path.resolve()) and metas[0]["packed"] == 0 and metas[0]["moves"] == []
+    for name in ("h", "y", "v"):
+        assert served.stats[name].max == first.stats[name].max and served.stats[name].mean == first.stats[name].mean
+    want = ReferenceEvaluator(onnx.load(p)).run(["y"], {"x": served.feed["x"]})[0]
+    assert served.stats["y"].max == pytest.approx(float(want.max()), rel=1e-5)
+    # the file edited since (another W1, the time put back): not served stale
+    onnx.save(_model(w1=-W1), p)
+    again = run()
+    want = ReferenceEvaluator(onnx.load(p)).run(["y"], {"x": again.feed["x"]})[0]
+    assert again.stats["y"].max == pytest.approx(float(want.max()), rel=1e-5)

@@ -88,11 +88,15 @@ def entry(key: str, path: str, before: tuple, plan_model: "onnx.ModelProto", wei
     inline = weights_of(plan_model) if any(n not in (weights or {}) for n in held) else {}
     files: dict = {}
     used = {n: (weights or {}).get(n, inline.get(n)) for n in held}
-    got = file_weights(path, before, {n: (n, t) for n, t in used.items()}, files, 0)
-    outside: dict = {"data_files": [], "folder": ""}
-    if got is None:  # the weights in external data files: onnxruntime reads them there (runtime.direct_files)
-        from onnxprobe.runtime.direct_files import outside_weights, relative
+    from onnxprobe.runtime.direct_files import inside_weights, outside_weights, relative
 
+    outside: dict = {"data_files": [], "folder": ""}
+    inside = inside_weights(path, before, used)  # left in the model file by the lazy read: onnxruntime reads them there
+    if inside is not None:
+        (files, outside["folder"]), got = relative(inside[0]), (inside[1], 0)
+    else:
+        got = file_weights(path, before, {n: (n, t) for n, t in used.items()}, files, 0)
+    if got is None:  # the weights in external data files: onnxruntime reads them there (runtime.direct_files)
         found = outside_weights(path, before, used, {t.name: t for t in sk.graph.initializer if t.name not in used})
         if found is None:
             return False
