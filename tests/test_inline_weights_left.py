@@ -152,3 +152,23 @@ def test_a_repeated_layers_reads_the_inline_weights_from_the_model_file_and_neve
     again = run()
     want = ReferenceEvaluator(onnx.load(p)).run(["y"], {"x": again.feed["x"]})[0]
     assert again.stats["y"].max == pytest.approx(float(want.max()), rel=1e-5)
+
+
+def test_a_repeated_diff_of_two_models_of_inline_weights_reads_them_from_the_model_files(tmp_path, monkeypatch):
+    from onnxprobe.runtime import plan_cache
+
+    monkeypatch.setenv("ONNXPROBE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("ONNXPROBE_NO_CACHE", raising=False)
+    a = _save(_model(), tmp_path / "one" / "a.onnx")
+    b = _save(_model(w1=W1 * np.float32(1.01)), tmp_path / "two" / "b.onnx")
+    run = lambda: api.diff(str(a), str(b), selection=api.Selection(all=True), config=api.RunConfig(device="cpu"))  # noqa: E731
+    first, second = run(), run()
+    assert type(second.a).__name__ == "ServedSide"
+    assert [(r.pair.a.name, r.metrics, r.passed) for r in second.results] == [(r.pair.a.name, r.metrics, r.passed) for r in first.results]
+    metas = [m for _, m in filter(None, (plan_cache.read_entry(f.name.split(".")[0]) for f in (tmp_path / "cache").rglob("*.json")))
+             if "template" in m]
+    assert metas and metas[0]["folder"] == str(tmp_path.resolve()) and metas[0]["packed"] == 0
+    x = second.feed["x"].astype(np.float64)
+    y = lambda w1: np.tanh(x @ w1.astype(np.float64)) @ W2.astype(np.float64) + B  # noqa: E731
+    row = next(r for r in second.results if r.pair.a.name == "y")
+    assert row.metrics.max_abs == pytest.approx(np.abs(y(W1) - y(W1 * np.float32(1.01))).max(), rel=1e-3)
