@@ -120,10 +120,11 @@ def perturbed(src: Path, dst: Path, seed: int = 1) -> Path:
     return dst
 
 
-def big_mlp(path: Path, layers: int = 4, width: int = 4096, seed: int = 0) -> Path:
+def big_mlp(path: Path, layers: int = 4, width: int = 4096, seed: int = 0, external: bool = True) -> Path:
     """A model of big weights and small activations, its weights in an external data file beside it (as models over
-    2 GB must keep them): ``layers`` MatMul+Tanh of [width, 2*width] and [2*width, width] float32 weights (4 layers of
-    4096: 512 MiB), one input row [1, width]. Where the memory goes is the weights'."""
+    2 GB must keep them; ``external`` False: inside the .onnx file, as an exporter writes a model under 2 GB):
+    ``layers`` MatMul+Tanh of [width, 2*width] and [2*width, width] float32 weights (4 layers of 4096: 512 MiB), one
+    input row [1, width]. Where the memory goes is the weights'."""
     rng = np.random.default_rng(seed)
     vi, nodes, inits, x = helper.make_tensor_value_info, [], [], "x"
     for i in range(layers):
@@ -135,8 +136,11 @@ def big_mlp(path: Path, layers: int = 4, width: int = 4096, seed: int = 0) -> Pa
         x = y
     out_width = width if layers % 2 == 0 else 2 * width
     g = helper.make_graph(nodes, "big_mlp", [vi("x", TensorProto.FLOAT, [1, width])], [vi("y", TensorProto.FLOAT, [1, out_width])], inits)
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path, save_as_external_data=True,
-              location=path.name + ".data")
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    if external:
+        onnx.save(m, path, save_as_external_data=True, location=path.name + ".data")
+    else:
+        onnx.save(m, path)
     return path
 
 
