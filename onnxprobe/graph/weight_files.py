@@ -138,11 +138,12 @@ def same_data(t: TensorProto, u: TensorProto) -> bool:
     def pieces(x):
         if is_left(x):
             return chunks(x, CHUNK)
-        raw = memoryview(x.raw_data) if x.HasField("raw_data") else None
-        if raw is None:
-            from onnxprobe.graph.tensor_data import tensor_bytes
+        if x.HasField("raw_data"):
+            raw = memoryview(x.raw_data)
+        else:  # typed fields (float_data...): not left, so numpy_helper reads them
+            from onnx import numpy_helper
 
-            raw = memoryview(tensor_bytes(x))
+            raw = memoryview(numpy_helper.to_array(x).tobytes())
         return (raw[at:at + CHUNK] for at in range(0, len(raw), CHUNK))
 
     return all(a is not None and b is not None and a == b for a, b in zip_longest(pieces(t), pieces(u)))
