@@ -165,6 +165,19 @@ def test_modules_are_small():
     assert not big, f"modules over {MAX_LINES} lines: {big}"
 
 
+def test_a_models_values_are_read_through_tensor_data():
+    """A weight the lazy read left in its file (graph.weight_files) has no bytes in its proto: numpy_helper.to_array
+    reads it as no data ("cannot reshape array of size 0"). Every reader of a model tensor's values goes through
+    graph.tensor_data (to_array, tensor_values, tensor_bytes), which reads such a weight from its file; only
+    tensor_data itself and weight_files (a tensor it knows is not left) call numpy_helper's own."""
+    allowed = {"onnxprobe.graph.tensor_data", "onnxprobe.graph.weight_files"}
+    bad = [name for name, path in MODULES.items() if name not in allowed
+           for node in ast.walk(ast.parse(path.read_text()))
+           if isinstance(node, ast.Attribute) and node.attr == "to_array"
+           and isinstance(node.value, (ast.Name, ast.Attribute)) and getattr(node.value, "id", getattr(node.value, "attr", "")) == "numpy_helper"]
+    assert not bad, f"numpy_helper.to_array outside graph.tensor_data: {sorted(set(bad))}"
+
+
 @pytest.mark.parametrize("name", ["api", "report", "types", "errors", "fileio", "text"])
 def test_what_front_ends_may_use_exists(name):
     assert f"onnxprobe.{name}" in MODULES
