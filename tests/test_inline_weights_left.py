@@ -12,7 +12,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from conftest import make_model
+from weights_models import three_matmuls
 from onnxprobe import api
 from onnxprobe.errors import ModelError
 from onnxprobe.graph import io as io_mod
@@ -34,16 +34,8 @@ def every_size(monkeypatch):
 
 
 def _model(w1=W1, typed=False, twice=False):
-    vi = helper.make_tensor_value_info
-    nodes = [helper.make_node("MatMul", ["x", "W1"], ["h"], name="mm1"), helper.make_node("Tanh", ["h"], ["t"], name="tanh"),
-             helper.make_node("MatMul", ["t", "W2"], ["u"], name="mm2"), helper.make_node("Add", ["u", "B"], ["y"], name="add"),
-             helper.make_node("Cast", ["W3"], ["w3"], to=TensorProto.FLOAT, name="cast"),
-             helper.make_node("MatMul", ["t", "w3"], ["v"], name="mm3")]
-    m = make_model(nodes, [vi("x", TensorProto.FLOAT, [2, 64])],
-                   [vi("y", TensorProto.FLOAT, [2, 80]), vi("v", TensorProto.FLOAT, [2, 80])])
-    w2 = helper.make_tensor("W2", TensorProto.FLOAT, W2.shape, W2.reshape(-1).tolist()) if typed else numpy_helper.from_array(W2, "W2")
-    m.graph.initializer.extend([numpy_helper.from_array(w1, "W1"), w2, numpy_helper.from_array(W3, "W3"),
-                                numpy_helper.from_array(B, "B")])
+    w2 = helper.make_tensor("W2", TensorProto.FLOAT, W2.shape, W2.reshape(-1).tolist()) if typed else W2
+    m = three_matmuls(w1, w2, W3, B)
     if twice:  # a name given twice: which did the model use? its bytes read as onnx reads them
         m.graph.initializer.append(numpy_helper.from_array(w1 * 2, "W1"))
     return m

@@ -11,10 +11,10 @@ import os
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
-from conftest import make_model
+from weights_models import three_matmuls
 from onnxprobe import api
 from onnxprobe.errors import ModelError
 from onnxprobe.graph import weight_files as wf
@@ -33,15 +33,7 @@ X = rng.standard_normal((2, 64)).astype(np.float32)
 
 def _write(folder, w1=W1, w2=W2, name="m.onnx", location="m.data", threshold=0):
     folder.mkdir(parents=True, exist_ok=True)
-    vi = helper.make_tensor_value_info
-    nodes = [helper.make_node("MatMul", ["x", "W1"], ["h"], name="mm1"), helper.make_node("Tanh", ["h"], ["t"], name="tanh"),
-             helper.make_node("MatMul", ["t", "W2"], ["u"], name="mm2"), helper.make_node("Add", ["u", "B"], ["y"], name="add"),
-             helper.make_node("Cast", ["W3"], ["w3"], to=TensorProto.FLOAT, name="cast"),
-             helper.make_node("MatMul", ["t", "w3"], ["v"], name="mm3")]
-    m = make_model(nodes, [vi("x", TensorProto.FLOAT, [2, 64])],
-                   [vi("y", TensorProto.FLOAT, [2, 80]), vi("v", TensorProto.FLOAT, [2, 80])])
-    m.graph.initializer.extend([numpy_helper.from_array(w1, "W1"), numpy_helper.from_array(w2, "W2"),
-                                numpy_helper.from_array(W3, "W3"), numpy_helper.from_array(B, "B")])
+    m = three_matmuls(w1, w2, W3, B)
     onnx.save(m, folder / name, save_as_external_data=True, location=location, size_threshold=threshold)
     return folder / name
 
