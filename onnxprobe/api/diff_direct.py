@@ -51,7 +51,6 @@ def _remember(t: Ticket, res) -> None:
     from onnxprobe.compare.frozen import freeze
     from onnxprobe.graph.merge import PREFIX, PREFIX_A
     from onnxprobe.graph.skeleton import point_stubs_at, stubs, unpoint_stubs
-    from onnxprobe.graph.weight_files import is_left
 
     plan = res.plan
     fg = getattr(plan, "fused", None)
@@ -73,17 +72,15 @@ def _remember(t: Ticket, res) -> None:
         held[side][name] = (name[len(PREFIX_A if side == 0 else PREFIX):], fg.weights.get(name))
     files: dict = {}
     records, packed = [], 0
-    # weights the lazy read left in their files (graph.weight_files): onnxruntime reads them there, not from a buffer
-    found = _outside(t, fg, held) if any(is_left(w) for h in held for _, w in h.values() if w is not None) else None
-    for path, before, h in zip(t.paths, t.states, held) if found is None else ():
+    for path, before, h in zip(t.paths, t.states, held):
         got = direct.file_weights(path, before, h, files, packed)
         if got is None:
             break
         record, packed = got
         records.append(record)
     outside: dict = {"data_files": [], "folder": ""}
-    if found is not None or len(records) < 2:  # both models' weights in files: onnxruntime reads them there
-        found = found or _outside(t, fg, held)
+    if len(records) < 2:  # both models' weights in external data files: onnxruntime reads them there (runtime.direct_files)
+        found = _outside(t, fg, held)
         if found is None:
             return
         (files, records, outside), packed = found, 0
@@ -112,22 +109,19 @@ def _remember(t: Ticket, res) -> None:
 
 
 def _outside(t: Ticket, fg, held: list[dict]) -> tuple[dict, list, dict] | None:
-    """Where both models' stubs lie in files (``runtime.direct_files``): in the model file itself, where the lazy read
-    left them (``inside_weights``), or in its external data files (``outside_weights``): (the stubs' files, at
+    """Where both models' stubs lie in their external data files (``runtime.direct_files``): (the stubs' files, at
     locations relative to one folder, the two models' records, and the data files' records and that folder); None
     where a model's do not (a model of its own bytes beside one of external data is not served: onnxruntime, given
     in-memory files, looks every weight up among them)."""
     from onnxprobe.graph.merge import PREFIX, PREFIX_A
     from onnxprobe.graph.skeleton import is_stub
-    from onnxprobe.runtime.direct_files import inside_weights, outside_weights, relative
+    from onnxprobe.runtime.direct_files import outside_weights, relative
 
     files, records, data_files = {}, [], []
     for side, (path, before, h) in enumerate(zip(t.paths, t.states, held)):
         prefix = PREFIX_A if side == 0 else PREFIX
         inline = {i.name[len(prefix):]: i for i in fg.model.graph.initializer if i.name.startswith(prefix) and not is_stub(i)}
-        tensors = {name: tensor for name, tensor in h.values()}
-        inside = inside_weights(path, before, tensors)
-        found = (*inside, []) if inside is not None else outside_weights(path, before, tensors, inline)
+        found = outside_weights(path, before, {name: tensor for name, tensor in h.values()}, inline)
         if found is None:
             return None
         by_name = {name: stub for stub, (name, _) in h.items()}

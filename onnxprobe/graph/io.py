@@ -355,7 +355,7 @@ def _leave_inline(model: onnx.ModelProto, p: Path, left: list[tuple[int, int, in
     for k, offset, length in left:
         t = inits[k]
         if named[t.name] == 1 and stubbed_size(t) and dims_nbytes(t) == length:
-            leave(t, p.resolve(), offset, length, state)
+            leave(t, p.resolve(), offset, length, state, inline=True)
         else:
             back.append((t, offset, length))
     if back:

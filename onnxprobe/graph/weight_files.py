@@ -40,7 +40,8 @@ CHUNK = 16 << 20
 # this process's: an entry of another (a model written with one) is no mark (os.urandom: `secrets` imports hashlib,
 # which loads OpenSSL's 3.5 MB)
 _TOKEN = os.urandom(8).hex()
-_SOURCES: list[tuple[str, int, int, tuple | None]] = []  # (file, offset, length, status of a left weight's file) by N
+# (file, offset, length, status of a left weight's file, whether that file is the model file itself) by N
+_SOURCES: list[tuple[str, int, int, tuple | None, bool]] = []
 
 
 _BEFORE: dict[str, int] = {}  # an ancestor's token -> how many of _SOURCES' entries were its own at the fork
@@ -60,21 +61,21 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_renew_token)
 
 
-def mark(t: TensorProto, file: Path, offset: int, length: int, state: tuple | None = None) -> None:
+def mark(t: TensorProto, file: Path, offset: int, length: int, state: tuple | None = None, inline: bool = False) -> None:
     """Record on a tensor just read from ``file`` (its bytes ``offset``..``offset + length``) where they came from
-    (``state``: the file's ``file_state``, for a tensor ``leave`` left there)."""
-    _SOURCES.append((str(file), int(offset), int(length), state))
+    (``state``: the file's ``file_state``, for a tensor ``leave`` left there; ``inline``: the file is the model's own)."""
+    _SOURCES.append((str(file), int(offset), int(length), state, inline))
     e = t.external_data.add()
     e.key, e.value = KEY, f"{_TOKEN}:{len(_SOURCES) - 1}"
 
 
-def leave(t: TensorProto, file: Path, offset: int, length: int, state: tuple) -> None:
-    """Make the tensor ``t`` whose bytes lie in ``file`` (of status ``state``: its external data file, or the model file
-    itself, parsed without them) one whose bytes stay there: no data in the proto, marked (``is_left``)."""
+def leave(t: TensorProto, file: Path, offset: int, length: int, state: tuple, inline: bool = False) -> None:
+    """Make the tensor ``t`` whose bytes lie in ``file`` (of status ``state``: its external data file, or with ``inline``
+    the model file itself, parsed without them) one whose bytes stay there: no data in the proto, marked (``is_left``)."""
     del t.external_data[:]
     if t.data_location == TensorProto.EXTERNAL:  # (one inline already is DEFAULT: not written as a field)
         t.data_location = TensorProto.DEFAULT
-    mark(t, file, offset, length, state)
+    mark(t, file, offset, length, state, inline)
 
 
 def _entry(t: TensorProto) -> tuple[str, int, int, tuple | None] | None:
@@ -114,7 +115,7 @@ def chunks(t: TensorProto, size: int | None):
     """``data``'s bytes ``size`` at a time (None: at once), the file checked as ``data`` checks it, before the first."""
     from onnxprobe.errors import ModelError
 
-    file, offset, length, state = _entry(t)
+    file, offset, length, state = _entry(t)[:4]
     try:
         with open_regular(file, follow=False) as f:
             if file_state(os.fstat(f.fileno())) != state:
@@ -147,6 +148,14 @@ def same_data(t: TensorProto, u: TensorProto) -> bool:
         return (raw[at:at + CHUNK] for at in range(0, len(raw), CHUNK))
 
     return all(a is not None and b is not None and a == b for a, b in zip_longest(pieces(t), pieces(u)))
+
+
+def in_model_file(t: TensorProto) -> bool:
+    """A weight ``leave`` left inside its model file (an inline initializer the lazy read skipped): onnxruntime pointed at
+    it would map the model file for the session's life (a file rewritten meanwhile mixed weights, truncated it ended the
+    process with SIGBUS, QA; and its offset's alignment changed a reduction's last digit against plain inference, which
+    parses the file), so it is handed over from memory, read from the file then."""
+    return is_left(t) and _entry(t)[4]
 
 
 def left_state(t: TensorProto) -> tuple | None:

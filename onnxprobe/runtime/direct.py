@@ -88,15 +88,11 @@ def entry(key: str, path: str, before: tuple, plan_model: "onnx.ModelProto", wei
     inline = weights_of(plan_model) if any(n not in (weights or {}) for n in held) else {}
     files: dict = {}
     used = {n: (weights or {}).get(n, inline.get(n)) for n in held}
-    from onnxprobe.runtime.direct_files import inside_weights, outside_weights, relative
-
+    got = file_weights(path, before, {n: (n, t) for n, t in used.items()}, files, 0)
     outside: dict = {"data_files": [], "folder": ""}
-    inside = inside_weights(path, before, used)  # left in the model file by the lazy read: onnxruntime reads them there
-    if inside is not None:
-        (files, outside["folder"]), got = relative(inside[0]), (inside[1], 0)
-    else:
-        got = file_weights(path, before, {n: (n, t) for n, t in used.items()}, files, 0)
     if got is None:  # the weights in external data files: onnxruntime reads them there (runtime.direct_files)
+        from onnxprobe.runtime.direct_files import outside_weights, relative
+
         found = outside_weights(path, before, used, {t.name: t for t in sk.graph.initializer if t.name not in used})
         if found is None:
             return False
@@ -137,8 +133,9 @@ def file_weights(path: str, before: tuple, held: dict, files: dict, packed: int)
     is read), a weight not stored in the file as its own bytes (``_DATA_FIELDS``) or not the bytes the run used. The
     file is read a CHUNK at a time, hashed, each weight's bytes compared with its tensor as they pass."""
     from onnxprobe.graph.skeleton import raw_bytes
+    from onnxprobe.graph.weight_files import in_model_file, left_state, marked
 
-    size = before[0]
+    size, real = before[0], os.path.realpath(path)
     if size > MAX_FILE:
         return None
     with open_regular(path) as f:
@@ -153,7 +150,9 @@ def file_weights(path: str, before: tuple, held: dict, files: dict, packed: int)
                 return None
             offset, length = extents[name]
             try:
-                if w is None or (raw := raw_bytes(w)).size != length:
+                if w is not None and in_model_file(w) and marked(w) == (real, offset, length) and left_state(w) == tuple(before):
+                    raw = None  # the lazy read left it in this very extent of this file, unchanged since: not read again
+                elif w is None or (raw := raw_bytes(w)).size != length:
                     return None
             except Exception:  # noqa: BLE001 - data that does not fit its dims: the normal path says so
                 return None
@@ -161,7 +160,7 @@ def file_weights(path: str, before: tuple, held: dict, files: dict, packed: int)
             expected.append(raw)
             files[stub_name] = (LOCATION, length, packed)
             packed += -(-length // ALIGN) * ALIGN
-        digest = stream(f, size, moves, lambda k, at, chunk: np.array_equal(expected[k][at:at + chunk.size], chunk))
+        digest = stream(f, size, moves, lambda k, at, chunk: expected[k] is None or np.array_equal(expected[k][at:at + chunk.size], chunk))
         st = os.fstat(f.fileno())
         if digest is None or file_state(st) != tuple(before) or file_state(os.stat(path)) != tuple(before):
             return None

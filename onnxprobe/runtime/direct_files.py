@@ -81,26 +81,6 @@ def outside_weights(path: str, before: tuple, held: dict, inline: dict) -> tuple
     return {name: (f, n, o) for name, (f, o, n, _) in where.items()}, model_record, records[1:]
 
 
-def inside_weights(path: str, before: tuple, held: dict) -> tuple[dict, dict] | None:
-    """For the stubs ``held`` (stub name -> the tensor the run used), each a weight the lazy read left in the model file
-    ``path`` itself (``graph.io.load_model``: its raw_data's extent there) while the file was ``before``: ``files``
-    ({stub: (file, length, offset)}, as ``outside_weights`` gives them: onnxruntime reads each from the model file, no
-    buffer of them) and the model file's record (no ``moves``); None where one is not so, or the file changed."""
-    from onnxprobe.graph.weight_files import is_left, left_state, marked
-    from onnxprobe.runtime.ort import reads_folders
-
-    real, files = os.path.realpath(path), {}
-    for name, t in held.items():
-        if t is None or not is_left(t) or left_state(t) != tuple(before) or marked(t)[0] != real:
-            return None
-        _, offset, length = marked(t)
-        files[name] = (real, length, offset)
-    if not files or not reads_folders():
-        return None
-    record = _record(path, [], before)
-    return None if record is None else (files, {k: v for k, v in record.items() if k != "path"} | {"moves": []})
-
-
 def relative(files: dict) -> tuple[dict, str]:
     """``outside_weights``' files ({stub: (absolute file, length, offset)}, of one model or several) at locations
     relative to the deepest folder that holds them all, and that folder ("" where there are none)."""

@@ -208,13 +208,13 @@ def _weights_in_place(so, sk: onnx.ModelProto, big: list[tuple[str, onnx.TensorP
       (``use_external_initializer_file_buffers_directly``); ``add_external_initializers`` copies every weight once
       more (measured, onnxruntime 1.32, a 44 MB ResNet-18: +45 MB at session creation against +7 MB)."""
     from onnxprobe.graph.skeleton import point_stubs_at, raw_bytes
-    from onnxprobe.graph.weight_files import common_folder, marked, unchanged
+    from onnxprobe.graph.weight_files import common_folder, in_model_file, marked, unchanged
 
     on_disk: dict[str, tuple[str, int, int]] = {}
     if files and reads_folders():
         for name, t in big:  # every one, or none
             where = marked(t)
-            if where is None or not unchanged(t, where):
+            if where is None or in_model_file(t) or not unchanged(t, where):
                 on_disk = {}
                 break
             on_disk[name] = where
