@@ -79,15 +79,16 @@ def test_session_reads_marked_weights_from_the_file(tmp_path, monkeypatch):
     real = ort_mod._weights_in_place
 
     def spy(so, sk, big, providers, files=True):
-        buffers, pointed = real(so, sk, big, providers, files)
+        buffers, pointed, watch = real(so, sk, big, providers, files)
         handed["buffers"] = len(buffers)
         handed["locations"] = sorted(e.value for t in pointed for e in t.external_data if e.key == "location")
-        return buffers, pointed
+        handed["watched"] = sorted(os.path.basename(f) for f in watch)
+        return buffers, pointed, watch
 
     monkeypatch.setattr(ort_mod, "SKELETON_BYTES", 0)
     monkeypatch.setattr(ort_mod, "_weights_in_place", spy)
     _close(_y(m), _oracle())
-    assert handed == {"buffers": 0, "locations": ["m.data", "m.data"]}
+    assert handed == {"buffers": 0, "locations": ["m.data", "m.data"], "watched": ["m.data"]}
 
 
 def test_weight_changed_in_memory_runs_as_the_proto_holds_it(tmp_path, monkeypatch):

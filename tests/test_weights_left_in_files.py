@@ -182,3 +182,65 @@ def test_two_weights_compared_from_their_files_chunk_by_chunk(tmp_path, monkeypa
         assert same_bytes(x, y) and np.array_equal(tensor_values(x), tensor_values(y))
     for x, y in ((a, c), (c, inline), (inline, c)):
         assert not same_bytes(x, y) and not np.array_equal(tensor_values(x), tensor_values(y))
+
+
+def test_a_data_file_changed_during_the_run_is_one_line_not_mixed_results(tmp_path, monkeypatch):
+    """onnxruntime maps an external data file for the session's life, as plain inference does: bytes written into it
+    during the run reach the results (a Gather's weight, read where it lies). The run's results are refused, in one
+    line naming the file (ort_options.check_weight_files), never reported mixed."""
+    import onnxruntime as ort
+
+    from conftest import make_model
+    from onnx import helper
+
+    a = rng.standard_normal((256, 384)).astype(np.float32)
+    vi = helper.make_tensor_value_info
+    m = make_model([helper.make_node("MatMul", ["x", "W1"], ["y"], name="mm"), helper.make_node("Gather", ["A", "k"], ["z"], name="g")],
+                   [vi("x", TensorProto.FLOAT, [2, 64])], [vi("y", TensorProto.FLOAT, [2, 96]), vi("z", TensorProto.FLOAT, [256, 384])],
+                   [numpy_helper.from_array(W1, "W1"), numpy_helper.from_array(a, "A"), numpy_helper.from_array(np.arange(256), "k")])
+    (tmp_path / "m").mkdir()
+    p = tmp_path / "m" / "m.onnx"
+    onnx.save(m, p, save_as_external_data=True, location="m.data", size_threshold=1024)
+    offset = int(next(e.value for e in next(t for t in onnx.load(p, load_external_data=False).graph.initializer if t.name == "A")
+                      .external_data if e.key == "offset"))
+    run, run_io, done = ort.InferenceSession.run, ort.InferenceSession.run_with_iobinding, []
+
+    def change():
+        if not done:
+            done.append(1)
+            with open(tmp_path / "m" / "m.data", "r+b") as f:
+                f.seek(offset)
+                f.write(np.full(a.size, 7.0, np.float32).tobytes())
+
+    monkeypatch.setattr(ort.InferenceSession, "run", lambda self, *x, **k: change() or run(self, *x, **k))
+    monkeypatch.setattr(ort.InferenceSession, "run_with_iobinding", lambda self, *x, **k: change() or run_io(self, *x, **k))
+    with pytest.raises(ModelError, match=r"m\.data: the file changed while onnxprobe ran") as e:
+        api.layers(str(p), api.Selection(names=("z",)), api.RunConfig(cache=False), api.InputSpec(arrays={"x": X}))
+    assert done and "\n" not in str(e.value)
+
+
+def test_a_data_file_changed_during_a_served_run_is_run_again_on_the_file_as_it_is(tmp_path, monkeypatch):
+    import onnxruntime as ort
+
+    monkeypatch.setenv("ONNXPROBE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("ONNXPROBE_NO_CACHE", raising=False)
+    p = _write(tmp_path / "m", threshold=1024)
+    run = lambda: api.layers(str(p), api.Selection(all=True), api.RunConfig(device="cpu"), api.InputSpec(seed=2))  # noqa: E731
+    run()
+    assert type(run().plan).__name__ == "CachedPlan"  # served
+    w2 = next(t for t in onnx.load(p, load_external_data=False).graph.initializer if t.name == "W2")
+    offset = int(next(e.value for e in w2.external_data if e.key == "offset"))
+    run_io, done = ort.InferenceSession.run_with_iobinding, []
+
+    def change(self, *a, **k):
+        if not done:
+            done.append(1)
+            with open(tmp_path / "m" / "m.data", "r+b") as f:
+                f.seek(offset)
+                f.write(np.zeros(W2.size, np.float32).tobytes())  # W2 all zeros: y is B
+        return run_io(self, *a, **k)
+
+    monkeypatch.setattr(ort.InferenceSession, "run_with_iobinding", change)
+    res = run()
+    assert done and type(res.plan).__name__ != "CachedPlan"  # the served run refused, the normal path ran
+    np.testing.assert_allclose([res.stats["y"].min, res.stats["y"].max], [B.min(), B.max()], rtol=1e-6)

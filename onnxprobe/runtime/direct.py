@@ -291,9 +291,10 @@ def run_skeleton(skel: bytes, weights: np.ndarray, opt_level: str, feeds: dict, 
     return start_skeleton(skel, weights, opt_level).run(feeds, outputs)
 
 
-def start_skeleton(skel: bytes, weights: np.ndarray, opt_level: str, folder: str = "") -> "Pending":
-    """The session of ``skel`` over ``weights`` (``run_skeleton``), built from now on in a worker thread."""
-    return Pending(skel, weights, opt_level, folder)
+def start_skeleton(skel: bytes, weights: np.ndarray, opt_level: str, folder: str = "", watch=()) -> "Pending":
+    """The session of ``skel`` over ``weights`` (``run_skeleton``), built from now on in a worker thread; ``watch``:
+    the external data files it reads weights from (``ort_options.watch_weight_files``)."""
+    return Pending(skel, weights, opt_level, folder, watch)
 
 
 def start_drawn(skel: bytes, weights: np.ndarray, opt_level: str, meta: dict) -> tuple["Pending", dict]:
@@ -301,7 +302,7 @@ def start_drawn(skel: bytes, weights: np.ndarray, opt_level: str, meta: dict) ->
     (``while_building``) and the inputs drawn from the entry's recipe (its ``recipe``, ``seed`` and ``int_range``:
     numpy.random's import and the draw, 0.01 s on PP-OCRv4 det): (the session, the feeds). Where either fails, the
     session is let go and the failure raised (a Ctrl-C as one)."""
-    pending = start_skeleton(skel, weights, opt_level, meta.get("folder", ""))
+    pending = start_skeleton(skel, weights, opt_level, meta.get("folder", ""), [r["path"] for r in meta.get("data_files", [])])
     try:
         meanwhile()
         return pending, draw([(n, d, tuple(s)) for n, d, s in meta["recipe"]], meta["seed"], tuple(meta["int_range"]))
@@ -345,12 +346,18 @@ class Pending:
     waits for it and lets it go (a session left building would outlive the interpreter's shutdown). The thread is
     not a daemon: a process that ends meanwhile waits for it rather than tearing onnxruntime down under it."""
 
-    def __init__(self, skel: bytes, weights: np.ndarray, opt_level: str, folder: str = ""):
+    def __init__(self, skel: bytes, weights: np.ndarray, opt_level: str, folder: str = "", watch=()):
         import threading
 
-        from onnxprobe.runtime.ort_options import ort_module, session_options
+        from onnxprobe.runtime.ort_options import ort_module, session_options, watch_weight_files
 
         self._ort = ort = ort_module()
+        states = {}
+        for path in watch:  # their status before onnxruntime maps them (a run during which one changes is refused)
+            try:
+                states[path] = file_state(os.stat(path))
+            except OSError:
+                pass
         so = session_options(ort, opt_level=opt_level, arena=True)
         if folder:  # the weights in their model's external data files, at locations relative to this folder
             so.add_session_config_entry("session.model_external_initializers_file_folder_path", folder)
@@ -365,6 +372,7 @@ class Pending:
             t0 = time.perf_counter()
             try:
                 self._box["session"] = ort.InferenceSession(skel, sess_options=so, providers=["CPUExecutionProvider"])
+                watch_weight_files(self._box["session"], states)
             except BaseException as e:  # noqa: BLE001 - raised to whoever waits for it
                 self._box["error"] = e
             finally:

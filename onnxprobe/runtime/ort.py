@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import re
 import tempfile
 import time
@@ -170,8 +171,9 @@ def _make(ort, model: onnx.ModelProto, so, providers: list[str], weights: dict[s
         # its stubs pointed at the weights for that moment only: a copy of its graph cost 4 MB resident more
         # during the build (PP-OCRv4 det's probed copy, 4,651 nodes)
         sk = skeleton(model) if large else model
+        watch: dict = {}
         if hasattr(so, "add_external_initializers_from_files_in_memory"):
-            keep, pointed = _weights_in_place(so, sk, big, providers, files)
+            keep, pointed, watch = _weights_in_place(so, sk, big, providers, files)
         else:  # an onnxruntime without in-memory external data: OrtValues, which it copies
             for _, t in big:
                 check_data(t)
@@ -185,6 +187,7 @@ def _make(ort, model: onnx.ModelProto, so, providers: list[str], weights: dict[s
         del sk
         sess = ort.InferenceSession(data, sess_options=so, providers=providers)
         sess._onnxprobe_keepalive = keep  # onnxruntime may read these buffers for as long as the session lives
+        ort_options.watch_weight_files(sess, watch)
         return sess
     if not is_large(model):
         return ort.InferenceSession(model.SerializeToString(), sess_options=so, providers=providers)
@@ -193,9 +196,10 @@ def _make(ort, model: onnx.ModelProto, so, providers: list[str], weights: dict[s
 
 
 def _weights_in_place(so, sk: onnx.ModelProto, big: list[tuple[str, onnx.TensorProto]], providers: list[str],
-                      files: bool = True) -> tuple[list, list]:
+                      files: bool = True) -> tuple[list, list, dict]:
     """Hand ``big``'s bytes to onnxruntime and point ``sk``'s stubs at them. Returns the buffers, which must outlive the
-    session, and the stubs pointed (``unpoint_stubs``).
+    session, the stubs pointed (``unpoint_stubs``) and the files pointed at with their status now
+    (``ort_options.watch_weight_files``: a run during which one changed is refused).
 
     - Every weight still as its model's external data file holds it (``graph.weight_files``; ``files``): at that file,
       which onnxruntime maps and lets go of once it has packed the weight, as plain inference does (1 GiB of MatMul
@@ -207,6 +211,7 @@ def _weights_in_place(so, sk: onnx.ModelProto, big: list[tuple[str, onnx.TensorP
       every weight up among them: measured). On CPU it runs on those buffers in place
       (``use_external_initializer_file_buffers_directly``); ``add_external_initializers`` copies every weight once
       more (measured, onnxruntime 1.32, a 44 MB ResNet-18: +45 MB at session creation against +7 MB)."""
+    from onnxprobe.fileio import file_state
     from onnxprobe.graph.skeleton import point_stubs_at, raw_bytes
     from onnxprobe.graph.weight_files import common_folder, in_model_file, marked, unchanged
 
@@ -222,13 +227,19 @@ def _weights_in_place(so, sk: onnx.ModelProto, big: list[tuple[str, onnx.TensorP
         folder, locations = common_folder([f for f, _, _ in on_disk.values()])
         so.add_session_config_entry("session.model_external_initializers_file_folder_path", folder)
         places = {name: (loc, length, offset) for (name, (_, offset, length)), loc in zip(on_disk.items(), locations)}
-        return [], point_stubs_at(sk, places)
+        watch = {}
+        for f, _, _ in on_disk.values():
+            try:
+                watch[f] = file_state(os.stat(f))
+            except OSError:  # gone since: onnxruntime says so, in the words the caller gives its refusal
+                pass
+        return [], point_stubs_at(sk, places), watch
     buffers = [raw_bytes(t) for _, t in big]
     places = {name: (f"onnxprobe-weight-{i}", b.nbytes) for i, ((name, _), b) in enumerate(zip(big, buffers))}
     if providers == ["CPUExecutionProvider"]:  # other providers copy their weights to their device anyway
         so.add_session_config_entry("session.use_external_initializer_file_buffers_directly", "1")
     so.add_external_initializers_from_files_in_memory([f for f, _ in places.values()], buffers, [b.nbytes for b in buffers])
-    return buffers, point_stubs_at(sk, places)  # last: nothing can fail between this and their unpointing
+    return buffers, point_stubs_at(sk, places), {}  # last: nothing can fail between this and their unpointing
 
 
 # the first onnxruntime that reads the external data of a model handed over as bytes from a folder it is told
@@ -378,7 +389,7 @@ def run_bound(session: Session, feeds: dict, host_outputs: list[str], device_out
         binding.bind_output(name, dev)
     try:  # (the arena's blocks go back at the end of the run: none left under a later session's peak)
         seconds = ort_options.run_with_binding(ort, sess, binding, shrink=session.arena and shrink, interruptible=interruptible)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, ModelError):  # (a weight file changed during the run: said as it is)
         raise
     except Exception as e:  # noqa: BLE001
         raise ExecutionError(explain_ort_error(str(e), session.device)) from e
@@ -411,6 +422,7 @@ def _run_plain(session: Session, feeds: dict, host_outputs: list[str], device_ou
     except Exception as e:  # noqa: BLE001
         raise ExecutionError(explain_ort_error(str(e), session.device)) from e
     seconds = time.perf_counter() - t0
+    ort_options.check_weight_files(session.sess)
     out = dict(zip(names, values))
     if keep_on_device:
         for n in device_outputs:

@@ -122,7 +122,8 @@ def run_with_binding(ort, sess, binding, *, shrink: bool, interruptible: bool) -
     """Run ``sess`` with IOBinding ``binding`` (its inputs and outputs bound: ``runtime.ort.run_bound``,
     ``runtime.direct``), with ``run_options``; ``interruptible``: a Ctrl-C stops the run between two nodes
     (``runtime.interrupt``) and raises KeyboardInterrupt. The run's seconds; onnxruntime's errors as it raises
-    them (the caller words them)."""
+    them (the caller words them); a ModelError where a file the session reads its weights from changed during it
+    (``check_weight_files``)."""
     options = run_options(ort, shrink=shrink)
     t0 = time.perf_counter()
     if interruptible:
@@ -131,4 +132,35 @@ def run_with_binding(ort, sess, binding, *, shrink: bool, interruptible: bool) -
         call_interruptibly(sess.run_with_iobinding, binding, options, on_interrupt=lambda: setattr(options, "terminate", True))
     else:
         sess.run_with_iobinding(binding, options)
-    return time.perf_counter() - t0
+    seconds = time.perf_counter() - t0
+    check_weight_files(sess)
+    return seconds
+
+
+WEIGHT_FILES = "_onnxprobe_weight_files"  # a session's attribute: {file: its file_state when the session was built}
+
+
+def watch_weight_files(sess, files) -> None:
+    """Record on ``sess`` the external data files it reads its weights from (``files``: {path: ``fileio.file_state``
+    taken before the session was built}), which onnxruntime maps for the session's life."""
+    if files:
+        setattr(sess, WEIGHT_FILES, dict(files))
+
+
+def check_weight_files(sess) -> None:
+    """A ModelError naming the first file of ``watch_weight_files`` that is no longer as it was when the session was
+    built: onnxruntime reads a mapped weight's pages as they are now (a file rewritten during a run mixes old and new
+    weights, as plain inference does); the results of such a run are not reported."""
+    import os
+
+    from onnxprobe.errors import ModelError
+    from onnxprobe.fileio import file_state
+
+    for path, state in getattr(sess, WEIGHT_FILES, {}).items():
+        try:
+            now = file_state(os.stat(path))
+        except OSError:
+            now = None
+        if now != state:
+            raise ModelError(f"{path}: the file changed while onnxprobe ran (onnxruntime reads the weights in it for "
+                             "the whole run, which then mixed the old and the new); run it again")
