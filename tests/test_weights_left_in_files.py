@@ -244,3 +244,19 @@ def test_a_data_file_changed_during_a_served_run_is_run_again_on_the_file_as_it_
     res = run()
     assert done and type(res.plan).__name__ != "CachedPlan"  # the served run refused, the normal path ran
     np.testing.assert_allclose([res.stats["y"].min, res.stats["y"].max], [B.min(), B.max()], rtol=1e-6)
+
+
+def test_a_results_base_given_back_to_the_api_comes_back_whole(tmp_path):
+    p = _write(tmp_path / "m")
+    res = api.layers(str(p), api.Selection(all=True), api.RunConfig(cache=False), api.InputSpec(arrays={"x": X}))
+    base = res.plan.base
+    assert any(wf.is_left(t) for t in base.graph.initializer)
+    again = api.load(base).proto  # a Model of the proto: a copy, its left weights read in
+    assert not any(wf.is_left(t) for t in again.graph.initializer)
+    out = tmp_path / "saved.onnx"
+    onnx.save(again, out)
+    back = _by_name(onnx.load(out))
+    for name, arr in (("W1", W1), ("W2", W2), ("W3", W3), ("B", B)):
+        np.testing.assert_array_equal(numpy_helper.to_array(back[name]), arr)
+    onnx.checker.check_model(str(out))
+    assert any(wf.is_left(t) for t in base.graph.initializer)  # the result's own proto is not changed

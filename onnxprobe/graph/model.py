@@ -25,9 +25,13 @@ class Model(LoadedModel):
 
     @classmethod
     def of(cls, proto: onnx.ModelProto, source: str, warnings: list[str] | None = None) -> "Model":
-        """A Model of an in-memory ModelProto (a copy, annotated with inferred shapes)."""
+        """A Model of an in-memory ModelProto (a copy, annotated with inferred shapes; a weight a lazy read left in its
+        file, ``graph.weight_files``, read into the copy: a result's ``plan.base`` given back comes back whole)."""
+        from onnxprobe.graph.weight_files import fill
+
         out = onnx.ModelProto()
         out.CopyFrom(proto)
+        fill(out.graph.initializer)
         w = list(warnings or []) + ir_notes(out)
         annotate(out, w)
         return cls(out, source, w)

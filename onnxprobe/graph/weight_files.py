@@ -177,6 +177,14 @@ def unmark(tensors) -> None:
                 e.key, e.value = k, v
 
 
+def fill(tensors) -> None:
+    """Each weight of ``tensors`` left in its file (``leave``) read into it, its mark kept (a tensor read with its
+    bytes, as an eager load marks one): a copy that leaves onnxprobe's hands whole (``graph.model.Model.of``)."""
+    for t in tensors:
+        if is_left(t):
+            t.raw_data = data(t)
+
+
 def filled(model):
     """``model`` as a runtime other than onnxruntime reads it (OpenVINO, TensorRT, onnx.reference: the proto's own
     bytes): a copy with each weight left in its file (``leave``) read in, or ``model`` itself where none is."""
