@@ -18,12 +18,15 @@ file changed under the model, runs as the proto holds it). Only weights a skelet
 (``graph.skeleton``: the marks never reach a skeleton's serialised bytes or ``model_digest``).
 
 A model read with ``lazy`` (``graph.io.load_model``: a command's own load of a path, for onnxruntime) leaves those
-weights in their files (``leave``): the tensor keeps its name, type and dims, no data, and the mark, with the file's
-status when the model was read. The proto never holds them (a model of 1 GiB of MatMul weights: `layers` at 2.3 GB
-where plain inference takes 1.2; onnxruntime maps the file). Every reader of a weight's bytes reads them through
-``data`` (``graph.tensor_data.tensor_values``, ``graph.skeleton.raw_bytes``, ``model_digest``, the writers'
-``unmark``), which reads the file again, refused with one line where it changed since the model was read: what was
-compared (matching reads weights) and what runs are then the same bytes.
+weights in their files (``leave``), and the big inline initializers of a model file of 4 MiB or more in the model file
+itself (``inline``, ``in_model_file``): the tensor keeps its name, type and dims, no data, and the mark, with the
+file's status when the model was read. The proto never holds them (a model of 1 GiB of MatMul weights: `layers` at
+2.3 GB where plain inference takes 1.2; onnxruntime maps an external data file; a weight inside the model file is
+read into memory as the session is built, never mapped: ``in_model_file``). Every reader of a weight's bytes reads
+them through ``data`` (``graph.tensor_data.tensor_values``, ``graph.skeleton.raw_bytes``, ``model_digest``, the
+writers' ``unmark``, ``fill`` for a copy handed back, ``filled`` for the runtimes that read the proto's bytes), which
+reads the file again, refused with one line where it changed since the model was read: what was compared (matching
+reads weights) and what runs are then the same bytes.
 """
 
 from __future__ import annotations
