@@ -396,8 +396,9 @@ class Model:
     ``proto``: the model as read, with shape inference's value_info filled in (nothing else changed but a
     domain imported twice, collapsed to the import onnxruntime runs with). ``api.load`` reads every weight into it;
     a command given a path to run on onnxruntime (``layers``, ``diff``) leaves the big weights of external data files
-    there (``graph.weight_files``: no bytes in the proto, read from the file by ``graph.tensor_data.to_array``), and
-    such a proto is what its result's ``plan.base`` holds;
+    there, and those inside a model file of 4 MiB or more in it (``graph.weight_files``: no bytes in the proto, read
+    from the file by ``graph.tensor_data.to_array``); such a proto is what its result's ``plan.base`` and a diff's
+    ``a.model`` / ``b.model`` hold, and ``api.load`` of it gives a whole copy;
     ``source``: the path (or a label); ``warnings``: what loading had to say (shape inference degraded...)."""
 
     proto: Any  # onnx.ModelProto

@@ -260,3 +260,39 @@ def test_a_results_base_given_back_to_the_api_comes_back_whole(tmp_path):
         np.testing.assert_array_equal(numpy_helper.to_array(back[name]), arr)
     onnx.checker.check_model(str(out))
     assert any(wf.is_left(t) for t in base.graph.initializer)  # the result's own proto is not changed
+
+
+@pytest.mark.parametrize("edit", ["truncate", "fifo"])
+def test_a_data_file_changed_as_the_session_is_built_is_the_file_changed_line(tmp_path, monkeypatch, edit):
+    """onnxruntime, reading a data file truncated or swapped for a FIFO while it builds the session, calls the model
+    damaged ("holds another number of bytes than its shape and type need", QA): the file changed, and says so."""
+    import onnxruntime as ort
+
+    p = _write(tmp_path / "m", threshold=1024)
+    data = tmp_path / "m" / "m.data"
+    init = ort.InferenceSession.__init__
+
+    def build(self, *a, **k):
+        if edit == "truncate":
+            os.truncate(data, 100)
+        else:
+            os.remove(data)
+            os.mkfifo(data)
+        return init(self, *a, **k)
+
+    monkeypatch.setattr(ort.InferenceSession, "__init__", build)
+    with pytest.raises(ModelError, match=r"m\.data: the file changed while onnxprobe ran") as e:
+        api.layers(str(p), api.Selection(all=True), api.RunConfig(cache=False), api.InputSpec(arrays={"x": X}))
+    assert "\n" not in str(e.value)
+
+
+def test_a_diffs_side_model_given_to_api_load_comes_back_whole(tmp_path):
+    p, q = _write(tmp_path / "a"), _write(tmp_path / "b", w1=W1 * np.float32(1.01))
+    d = api.diff(str(p), str(q), selection=api.Selection(all=True), config=api.RunConfig(cache=False),
+                 inputs=api.InputSpec(arrays={"x": X}))
+    assert any(wf.is_left(t) for t in d.a.model.proto.graph.initializer)
+    whole = api.load(d.a.model)
+    assert whole is not d.a.model and not any(wf.is_left(t) for t in whole.proto.graph.initializer)
+    np.testing.assert_array_equal(numpy_helper.to_array(_by_name(whole.proto)["W1"]), W1)
+    plain = api.load(p)
+    assert api.load(plain) is plain  # a whole Model: itself, as before

@@ -136,7 +136,13 @@ def as_raw(raw) -> bool | set[str]:
 def load(path: "str | os.PathLike | onnx.ModelProto | Model") -> Model:
     """Read a model and annotate it with inferred shapes (``graph.model.load``); ``path`` is a path, an
     onnx.ModelProto (copied and annotated, never changed) or a Model already loaded (itself), as every other
-    API function takes a model."""
+    API function takes a model. What it returns holds every weight's bytes: a Model a command read from a path
+    leaving its big weights in their files (a result's ``DiffResult.a.model``: ``graph.weight_files``) comes back
+    as a whole copy."""
+    from onnxprobe.graph.weight_files import is_left
+
+    if isinstance(path, Model) and any(is_left(t) for t in path.proto.graph.initializer):
+        return Model.of(path.proto, path.source, list(path.warnings))
     if isinstance(path, (onnx.ModelProto, Model)):
         return as_model(path, "load")
     if not isinstance(path, PATH):

@@ -185,7 +185,11 @@ def _make(ort, model: onnx.ModelProto, so, providers: list[str], weights: dict[s
             if sk is model:
                 unpoint_stubs(pointed)
         del sk
-        sess = ort.InferenceSession(data, sess_options=so, providers=providers)
+        try:
+            sess = ort.InferenceSession(data, sess_options=so, providers=providers)
+        except Exception:
+            ort_options.check_files(watch)  # a weight file changed under the build: said so, not "damaged"
+            raise
         sess._onnxprobe_keepalive = keep  # onnxruntime may read these buffers for as long as the session lives
         ort_options.watch_weight_files(sess, watch)
         return sess

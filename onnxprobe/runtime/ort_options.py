@@ -151,12 +151,18 @@ def check_weight_files(sess) -> None:
     """A ModelError naming the first file of ``watch_weight_files`` that is no longer as it was when the session was
     built: onnxruntime reads a mapped weight's pages as they are now (a file rewritten during a run mixes old and new
     weights, as plain inference does); the results of such a run are not reported."""
+    check_files(getattr(sess, WEIGHT_FILES, {}))
+
+
+def check_files(states: dict) -> None:
+    """``check_weight_files`` of {file: ``fileio.file_state``}: also where building the session failed (a file truncated
+    or swapped while onnxruntime read it: its words would call the model damaged)."""
     import os
 
     from onnxprobe.errors import ModelError
     from onnxprobe.fileio import file_state
 
-    for path, state in getattr(sess, WEIGHT_FILES, {}).items():
+    for path, state in states.items():
         try:
             now = file_state(os.stat(path))
         except OSError:
