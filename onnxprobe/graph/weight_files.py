@@ -169,10 +169,10 @@ def left_state(t: TensorProto) -> tuple | None:
 def unmark(tensors) -> None:
     """``mark``'s entries taken off ``tensors`` (a copy about to be written: a model onnxprobe writes carries none), the
     bytes of a weight left in its file (``leave``) read into it."""
+    tensors = list(tensors)
+    fill(tensors)
     for t in tensors:
         if t.data_location != TensorProto.EXTERNAL and any(e.key == KEY for e in t.external_data):
-            if is_left(t):
-                t.raw_data = data(t)
             kept = [(e.key, e.value) for e in t.external_data if e.key != KEY]
             del t.external_data[:]
             for k, v in kept:

@@ -349,15 +349,10 @@ class Pending:
     def __init__(self, skel: bytes, weights: np.ndarray, opt_level: str, folder: str = "", watch=()):
         import threading
 
-        from onnxprobe.runtime.ort_options import ort_module, session_options, watch_weight_files
+        from onnxprobe.runtime.ort_options import file_states, ort_module, session_options, watch_weight_files
 
         self._ort = ort = ort_module()
-        states = {}
-        for path in watch:  # their status before onnxruntime maps them (a run during which one changes is refused)
-            try:
-                states[path] = file_state(os.stat(path))
-            except OSError:
-                pass
+        states = file_states(watch)  # before onnxruntime maps them (a run during which one changes is refused)
         so = session_options(ort, opt_level=opt_level, arena=True)
         if folder:  # the weights in their model's external data files, at locations relative to this folder
             so.add_session_config_entry("session.model_external_initializers_file_folder_path", folder)

@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import functools
-import os
 import re
 import tempfile
 import time
@@ -215,7 +214,6 @@ def _weights_in_place(so, sk: onnx.ModelProto, big: list[tuple[str, onnx.TensorP
       every weight up among them: measured). On CPU it runs on those buffers in place
       (``use_external_initializer_file_buffers_directly``); ``add_external_initializers`` copies every weight once
       more (measured, onnxruntime 1.32, a 44 MB ResNet-18: +45 MB at session creation against +7 MB)."""
-    from onnxprobe.fileio import file_state
     from onnxprobe.graph.skeleton import point_stubs_at, raw_bytes
     from onnxprobe.graph.weight_files import common_folder, in_model_file, marked, unchanged
 
@@ -231,13 +229,7 @@ def _weights_in_place(so, sk: onnx.ModelProto, big: list[tuple[str, onnx.TensorP
         folder, locations = common_folder([f for f, _, _ in on_disk.values()])
         so.add_session_config_entry("session.model_external_initializers_file_folder_path", folder)
         places = {name: (loc, length, offset) for (name, (_, offset, length)), loc in zip(on_disk.items(), locations)}
-        watch = {}
-        for f, _, _ in on_disk.values():
-            try:
-                watch[f] = file_state(os.stat(f))
-            except OSError:  # gone since: onnxruntime says so, in the words the caller gives its refusal
-                pass
-        return [], point_stubs_at(sk, places), watch
+        return [], point_stubs_at(sk, places), ort_options.file_states(f for f, _, _ in on_disk.values())
     buffers = [raw_bytes(t) for _, t in big]
     places = {name: (f"onnxprobe-weight-{i}", b.nbytes) for i, ((name, _), b) in enumerate(zip(big, buffers))}
     if providers == ["CPUExecutionProvider"]:  # other providers copy their weights to their device anyway

@@ -140,6 +140,22 @@ def run_with_binding(ort, sess, binding, *, shrink: bool, interruptible: bool) -
 WEIGHT_FILES = "_onnxprobe_weight_files"  # a session's attribute: {file: its file_state when the session was built}
 
 
+def file_states(paths) -> dict:
+    """{path: ``fileio.file_state``} of each of ``paths`` there is now (one gone: onnxruntime says so when it reads it,
+    in the words its caller gives that refusal), for ``watch_weight_files`` before the session is built."""
+    import os
+
+    from onnxprobe.fileio import file_state
+
+    out = {}
+    for path in paths:
+        try:
+            out[path] = file_state(os.stat(path))
+        except OSError:
+            pass
+    return out
+
+
 def watch_weight_files(sess, files) -> None:
     """Record on ``sess`` the external data files it reads its weights from (``files``: {path: ``fileio.file_state``
     taken before the session was built}), which onnxruntime maps for the session's life."""
