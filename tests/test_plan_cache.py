@@ -287,6 +287,28 @@ def test_a_cached_plan_keeps_every_probe_field(cache, rewrites, tmp_path):
     assert second.arrays["s"].shape == () and float(second.arrays["s"]) == float(first.arrays["s"])
 
 
+def test_a_probes_record_is_asdict_and_reads_back():
+    """``Probe.record`` (what the cache's entries hold) is ``dataclasses.asdict``'s dict, made shallowly: every field
+    of the probe and of its TensorRef, none left at a default (a field it dropped would come back as the default),
+    and ``probes_from`` reads it back through JSON as the same probe."""
+    import json
+    from dataclasses import asdict, fields
+
+    from onnxprobe.runtime.plan_cache import probes_from
+    from onnxprobe.types import Probe, TensorRef
+
+    ref = TensorRef(name="t", node="n", op_type="If", index=7, scope=("if1/then_branch",), dtype="float32",
+                    shape=(1, "N", None), is_output=True, direction="backward", grad_of="x", kind="input", qualified=True)
+    probe = Probe(ref=ref, stats_output="s", stats_sums="ss", stats_block=64, stats_extras=False, shape_output="sh",
+                  exact_extremes="ee", raw_output="r", stats_on_host=True, raw_for_stats=True, raw_scalar=True,
+                  planned_shape=(1, 3))
+    for obj, cls in ((probe, Probe), (ref, TensorRef)):  # the test's probe sets every field off its default
+        assert all(getattr(obj, f.name) != f.default for f in fields(cls)), cls
+    assert probe.record() == asdict(probe)
+    back = probes_from(json.loads(json.dumps([probe.record()])), {"s", "ss", "sh", "ee", "r"})
+    assert back == [probe]
+
+
 def test_trimming_deletes_only_the_caches_own_entries(cache, monkeypatch):
     """$ONNXPROBE_CACHE_DIR may name a folder that holds other files (a user's models and reports, old ones
     included): trimming to the size limit deletes only entries, which are named by their key."""

@@ -29,7 +29,6 @@ import contextlib
 import os
 import time
 from contextvars import ContextVar
-from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -104,7 +103,7 @@ def entry(key: str, path: str, before: tuple, plan_model: "onnx.ModelProto", wei
         serialised = sk.SerializeToString()
     except ValueError:
         return False
-    meta = {"probes": [asdict(p) for p in probes], "outputs": list(outputs), "own": list(own), "recipe": recipe,
+    meta = {"probes": [p.record() for p in probes], "outputs": list(outputs), "own": list(own), "recipe": recipe,
             "seed": int(seed), "int_range": [int(int_range[0]), int(int_range[1])], "notes": list(notes),
             "warnings": list(warnings), "runtime_options": dict(runtime_options), "moves": record.pop("moves"),
             "packed": packed, "file": record, **outside}

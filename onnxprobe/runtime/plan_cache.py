@@ -22,7 +22,6 @@ import re
 import stat
 import tempfile
 import time
-from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -226,12 +225,12 @@ def load(k: str, base: onnx.ModelProto, restore: bool = True) -> tuple[onnx.Mode
 
 
 def probes_from(probes, outputs: set[str]) -> list[Probe] | None:
-    """The probes of an entry's JSON (``store`` wrote them as ``asdict``), each checked to be one ``store`` could
+    """The probes of an entry's JSON (``store`` wrote them as ``Probe.record``), each checked to be one ``store`` could
     have written for a graph of these ``outputs`` (``_fits``); None where any is not."""
     if not isinstance(probes, list) or not all(isinstance(p, dict) and isinstance(p.get("ref"), dict) for p in probes):
         return None
     try:
-        # every field as ``store`` wrote it (asdict): a field added to Probe comes back without a line here
+        # every field as ``store`` wrote it (Probe.record): a field added to Probe comes back without a line here
         probes = [Probe(**{**p, "ref": _ref(p["ref"]),
                            "planned_shape": tuple(p["planned_shape"]) if p.get("planned_shape") is not None else None})
                   for p in probes]
@@ -275,7 +274,7 @@ def _fits(p: Probe, outputs: set[str]) -> bool:
 
 
 def store(k: str, model: onnx.ModelProto, probes: list[Probe], warnings: list[str]) -> None:
-    store_entry(k, model, {"probes": [asdict(p) for p in probes], "warnings": warnings})
+    store_entry(k, model, {"probes": [p.record() for p in probes], "warnings": warnings})
 
 
 def load_entry(k: str, weights: dict[str, onnx.TensorProto], restore: bool = True) -> tuple[onnx.ModelProto, dict] | None:
