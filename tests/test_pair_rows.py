@@ -210,3 +210,28 @@ def test_a_pair_and_its_introduced_error_share_one_sums_tail(case):
                 assert w[s] == pytest.approx(want[(row, s)], rel=1e-9), (row, s)
         if extras:
             assert ri["argmax"] == int(np.argmax(np.abs(np.float32(a) - np.float32(c)).ravel()))
+
+
+@pytest.mark.parametrize("free", [2**15, 0], ids=["free share", "none"])
+def test_small_pairs_past_the_raw_total_leave_the_run_raw(free, tmp_path, monkeypatch):
+    """SMALL_PAIRS_ON_HOST's third number: a pair of two tensors of at most that many bytes leaves the one run raw
+    (summed on the host) even past the total, instead of through a row's 29 nodes or more; without it they take
+    rows. Either way the metrics are numpy float64's of the same values."""
+    from onnxprobe.graph.pair_nodes import PairBuilder
+
+    rows, real = [], PairBuilder.row_head
+    monkeypatch.setattr(PairBuilder, "row_head", lambda self, *a, **k: rows.append(a[0]) or real(self, *a, **k))
+    monkeypatch.setattr(base_runner, "SMALL_PAIRS_ON_HOST", (2**16, 1, free))  # a total that holds no pair
+    n = 3000  # 12 KB a tensor
+    x = (1e4 + np.random.default_rng(1).standard_normal((1, n))).astype(np.float32)
+    a, b = _model(tmp_path / "a.onnx", 1.001, 0.5002), _model(tmp_path / "b.onnx", 1.0, 0.5)
+    res = api.diff(a, b, selection=api.Selection(all=True), config=api.RunConfig(device="cpu", cache=False),
+                   inputs=api.InputSpec(arrays={"x": x}))
+    by_name = {r.pair.b.name: r for r in res.results}
+    assert {"xw", "y", "z", "s"} <= set(by_name) and res.in_graph >= 4
+    assert (not rows) if free else len(rows) >= 4, rows
+    va, vb = _values(a, x), _values(b, x)
+    for t in ("xw", "y", "z", "s"):
+        m, want = by_name[t].metrics, _oracle(va[t], vb[t])
+        for k, v in want.items():
+            assert getattr(m, k) == pytest.approx(v, rel=1e-9 if free else 2e-5, abs=1e-30), (t, k)

@@ -82,6 +82,52 @@ def test_each_and_total_bound_what_goes_to_the_host():
     assert host == set()
 
 
+def test_tensors_of_at_most_the_free_size_go_to_the_host_whatever_the_total():
+    """``free`` (SMALL_ON_HOST's third number): a tensor of at most that many bytes is summarised on the host
+    even past the total (its values cost less memory than its ~27 statistics nodes); bigger ones still need
+    room in the total."""
+    n = [helper.make_node("Relu", ["x"], ["a"], name="r1"), helper.make_node("Relu", ["a"], ["b"], name="r2"),
+         helper.make_node("Relu", ["b"], ["c"], name="r3"), helper.make_node("Concat", ["a", "b", "c"], ["y"], name="cat", axis=0)]
+    m = make_model(n, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    m = api.Model.of(m, "m").proto
+    refs = [r for r in api.select(m, api.Selection(all=True)) if r.kind == "node"]
+    # 100 x 4 float32: a, b, c 1600 bytes each, y 4800
+    assert planned_shapes(m, refs, {"x": (100, 4)}, 10**4, 0, 1600)[1] == {"a", "b", "c"}
+    assert planned_shapes(m, refs, {"x": (100, 4)}, 10**4, 0, 1599)[1] == set()
+    assert planned_shapes(m, refs, {"x": (100, 4)}, 10**4, 0)[1] == set()  # no free share by default
+    # the free ones fill the total first; y (past free) needs room: 3 x 1600 + 4800 = 9600
+    assert planned_shapes(m, refs, {"x": (100, 4)}, 10**4, 9599, 1600)[1] == {"a", "b", "c"}
+    assert planned_shapes(m, refs, {"x": (100, 4)}, 10**4, 9600, 1600)[1] == {"a", "b", "c", "y"}
+    assert planned_shapes(m, refs, {"x": (100, 4)}, 1000, 0, 1600)[1] == set()  # never past ``each``
+    _, each, free = base_runner.SMALL_ON_HOST
+    assert 0 < free <= each
+
+
+def test_many_small_tensors_past_the_total_are_summarised_on_the_host(tmp_path, monkeypatch):
+    """A model of more small tensors than the total holds (a deep chain): with the free share every one is
+    summarised on the host, and its statistics are numpy float64's of the values (onnx's reference evaluator)."""
+    from onnx.reference import ReferenceEvaluator
+
+    k, w = 40, 8
+    nodes = [x for i in range(k) for x in (helper.make_node("Mul", ["x" if i == 0 else f"t{i - 1}", "s"], [f"m{i}"], name=f"mul{i}"),
+                                           helper.make_node("Add", [f"m{i}", "c"], [f"t{i}"], name=f"add{i}"))]
+    m = make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, w])],
+                   [helper.make_tensor_value_info(f"t{k - 1}", TensorProto.FLOAT, [3, w])],
+                   initializers=[onnx.numpy_helper.from_array(np.float32(0.9), "s"), onnx.numpy_helper.from_array(np.float32(1e4), "c")])
+    x = (1e4 + np.random.default_rng(0).standard_normal((3, w))).astype(np.float32)  # large offset
+    names = [f"{p}{i}" for i in range(k) for p in ("m", "t")][:-1]  # the last is the model's output: in the graph
+    want = dict(zip(names, ReferenceEvaluator(m).run(names, {"x": x})))
+    monkeypatch.setattr(base_runner, "SMALL_ON_HOST", (2**18, 3 * w * 4 * 5, 2**15))  # a total of five tensors
+    p = tmp_path / "m.onnx"
+    onnx.save(m, p)
+    res = api.layers(p, api.Selection(all=True), api.RunConfig(device="cpu", cache=False), api.InputSpec(arrays={"x": x}))
+    on_host = {q.ref.name for q in res.plan.probes if q.stats_on_host}
+    assert set(names) <= on_host
+    for t in names:
+        check(res.stats[t], oracle(want[t]), t, rel=1e-9)
+
+
 def test_the_total_goes_to_the_smallest_tensors_first():
     """A big tensor early in the graph must not take the room of several small ones after it."""
     n = [helper.make_node("Tile", ["x", "reps"], ["big"], name="tile"),  # 100 x 4 -> 400 x 4 (6400 bytes)

@@ -119,7 +119,7 @@ def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, 
         keep_apart_in_place(merged, {**folded, **concrete}, input_shapes, PREFIX_B)
     g = merged.graph
     types = value_types(infer_shapes(merged))  # the tensors onnxprobe added (dequantizations) may lack value_info
-    each, total = base_runner.SMALL_PAIRS_ON_HOST
+    each, total, free = (*base_runner.SMALL_PAIRS_ON_HOST, 0)[:3]  # (each, total) alone: no free share
     sizes = concrete_sizes(merged, input_shapes, {**folded, **concrete}) if total else {}
     used = 0
     raw: dict[int, list[str]] = {}
@@ -188,7 +188,10 @@ def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, 
         # small, or of a size nobody can tell and no row for it (integers, masks): the host path would
         # fetch it whole anyway, in runs of its own; here it comes out of the one run
         n = (sx + sy) if sx is not None and sy is not None else (None if rowable or sx or sy else 2 * each)
-        if n is not None and n <= 2 * each and used + 2 * n <= total and total:  # room for B's recomputed one too
+        # room for B's recomputed one too; a pair of two tensors of at most ``free`` bytes whatever the total (its
+        # values cost less than its row's nodes: runners.base.SMALL_PAIRS_ON_HOST)
+        cheaper = sx is not None and sy is not None and max(sx, sy) <= min(free, each)
+        if n is not None and n <= 2 * each and total and (used + 2 * n <= total or cheaper):
             used += n
             raw[k] = [x, y]
             c = _cone_output(g, pb, y, k, known, producer, inits, order, types) if recompute else None

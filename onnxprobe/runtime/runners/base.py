@@ -118,14 +118,20 @@ class Runner(ABC):
 # with how many are probed. Measured, interleaved, PP-OCRv4 rec ``layers --all`` (425 tensors): 64 KiB
 # each -> 159 on the host, 5,926 nodes, 0.87 s, 166 MB; 256 KiB -> 177, 5,578 nodes, 0.83 s, 168 MB;
 # 1 MiB -> 236, 4,457 nodes, 0.80 s, 189 MB (the total then bounds it).
-SMALL_ON_HOST = (256 * 1024, 32 * 2**20)
+# The third number: a tensor of at most this many bytes is summarised on the host whatever the total, for its
+# values cost less memory than the nodes they replace: onnxruntime holds ~45 KB for each tensor's ~27 statistics
+# nodes (a chain of 4,000 MatMul, Add and Tanh of [16, 96] each, 12,000 tensors of 6 KiB, `layers --all`,
+# interleaved: 12.0 -> 4.8 s and 917 -> 613 MB on a first run, 7.9 -> 2.5 s and 816 -> 559 MB served; plain
+# inference 1.7 s, 398 MB). Memory then grows with the number of such tensors, by less than their nodes' did.
+SMALL_ON_HOST = (256 * 1024, 32 * 2**20, 32 * 1024)
 # The same for diff's one run (compare.fused), per pair. It also takes pairs whose size nobody can tell and
 # that no row can measure (no known rank or type: reshapes to sizes computed at run time) raw, counted at
 # the per-tensor size; past the total they cost two more runs of both whole models, which fetch them whole
 # too. 64 KiB, not 256: 256 made no difference to diff on PP-OCRv4 (interleaved) and would count each
 # pair of unknown size 4x larger. 32 MB, not 16: PP-OCRv4 rec's 57 such pairs (0-50 KiB each) then fit,
 # and diff --all went 2.64 -> 2.40 s for 232 -> 241 MB (interleaved).
-SMALL_PAIRS_ON_HOST = (64 * 1024, 32 * 2**20)
+# The third number as SMALL_ON_HOST's, for each tensor of a pair: a row costs 29 nodes or more per pair.
+SMALL_PAIRS_ON_HOST = (64 * 1024, 32 * 2**20, 32 * 1024)
 
 
 class GraphRunner(Runner):

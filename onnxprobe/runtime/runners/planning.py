@@ -21,7 +21,7 @@ from onnxprobe.types import ProbePlan, TensorRef
 def make_plan(model: onnx.ModelProto, refs: list[TensorRef], input_shapes: dict | None, *, label: str,
               takes_weights: bool, cache: bool, **kw) -> ProbePlan:
     """The probed copy of ``model`` that exposes ``refs`` (``kw``: ``graph.expose``'s options, and
-    ``small``: (each, total) bytes of tensors summarised on the host, see ``runners.base.SMALL_ON_HOST``),
+    ``small``: (each, total[, free]) bytes of tensors summarised on the host, see ``runners.base.SMALL_ON_HOST``),
     from the disk cache when ``cache`` allows and it holds one. ``takes_weights``: the runner takes a
     skeleton's weights apart (``GraphRunner.takes_weights``), so a model with large weights is probed as a
     skeleton and never copied whole. ``label``: the plan's source."""
@@ -46,10 +46,11 @@ def make_plan(model: onnx.ModelProto, refs: list[TensorRef], input_shapes: dict 
 
 
 def planned_shapes(model: onnx.ModelProto, refs: list[TensorRef], input_shapes: dict, each: int,
-                   total: int, shapes: tuple | None = None) -> tuple[dict[str, tuple], set[str]]:
+                   total: int, free: int = 0, shapes: tuple | None = None) -> tuple[dict[str, tuple], set[str]]:
     """For these input shapes: the concrete shapes of ``refs`` that agree in rank with the model's own
     (so that a statistics row planned on them fits the run), and the refs small enough to be summarised
-    on the host (see ``runners.base.SMALL_ON_HOST``). The shapes that only folding the model's shape computations tells
+    on the host (see ``runners.base.SMALL_ON_HOST``: at most ``each`` bytes, ``total`` in all, and those of at most
+    ``free`` bytes whatever the total). The shapes that only folding the model's shape computations tells
     (``graph.shape_values``: a transformer export's position ids) count for the host's share alone: a tensor
     summarised on the host takes any shape it has at run time, a row planned on a shape does not.
     ``shapes``: ``shapes_with_folded``'s answer, when the caller has it."""
@@ -70,7 +71,7 @@ def planned_shapes(model: onnx.ModelProto, refs: list[TensorRef], input_shapes: 
         if n <= each:
             sizes.append((n, r.name))
     for n, name in sorted(sizes):  # the smallest first: the most tensors (and their nodes) the total allows
-        if used + n > total:
+        if used + n > total and n > free:
             break
         host.add(name)
         used += n
