@@ -175,8 +175,15 @@ from onnxprobe import api
 from onnxprobe.graph import io as io_mod
 from onnxprobe.graph.wire_format import weight_extents
 
-path, edit = sys.argv[1], sys.argv[2]
+path, edit, copy = sys.argv[1], sys.argv[2], sys.argv[4] == "copy"
 io_mod.LAZY_FILE = 0
+from onnxprobe.runtime import weight_copy
+used, real_copy = [], weight_copy.copy_out
+weight_copy.copy_out = lambda big: (lambda got: used.append(got) or got)(real_copy(big))
+if copy:  # from a private copy onnxruntime maps (runtime.weight_copy), wherever the temporary folder lies
+    weight_copy.MIN_BYTES, weight_copy.filesystem = 0, lambda p: "ext4"
+else:
+    weight_copy.MIN_BYTES = 1 << 60
 offset, length = weight_extents(open(path, "rb").read())["A"]
 run, run_io, done = ort.InferenceSession.run, ort.InferenceSession.run_with_iobinding, []
 
@@ -197,14 +204,17 @@ res = api.layers(path, api.Selection(names=("z",)), api.RunConfig(cache=False), 
 z = res.stats["z"]  # the statistics of one run (save=True keeps its session, whose weights are always in memory)
 np.save(sys.argv[3], np.array([z.min, z.max, z.mean], np.float64))
 assert done, "the run ran no session"
+assert (used and all(u is not None for u in used)) if copy else not any(used), used
 """
 
 
+@pytest.mark.parametrize("how", ["memory", "copy"])
 @pytest.mark.parametrize("edit", ["bytes", "truncate"])
-def test_the_model_file_edited_while_the_run_runs_changes_nothing(tmp_path, edit):
-    """A weight left in the model file is read from it into memory when the session is built, never mapped there:
-    onnxruntime mapping the model file read bytes written during the run (QA: 54 of 80 pairs of a diff of two equal
-    copies failing) and ended the process with SIGBUS where it was truncated. A is read by a Gather (never packed)."""
+def test_the_model_file_edited_while_the_run_runs_changes_nothing(tmp_path, edit, how):
+    """A weight left in the model file is read from it when the session is built (into memory, or into a private copy
+    onnxruntime maps: runtime.weight_copy), never mapped there: onnxruntime mapping the model file read bytes written
+    during the run (QA: 54 of 80 pairs of a diff of two equal copies failing) and ended the process with SIGBUS where it
+    was truncated. A is read by a Gather (never packed)."""
     import subprocess
     import sys
 
@@ -215,16 +225,28 @@ def test_the_model_file_edited_while_the_run_runs_changes_nothing(tmp_path, edit
                    [numpy_helper.from_array(W1, "W1"), numpy_helper.from_array(a, "A"), numpy_helper.from_array(np.arange(256), "k")])
     p = _save(m, tmp_path / "m.onnx")
     out = tmp_path / "z.npy"
-    done = subprocess.run([sys.executable, "-c", EDIT_RUN, str(p), edit, str(out)], capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, "-c", EDIT_RUN, str(p), edit, str(out), how], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     z = a.astype(np.float64)  # the model as read, not as edited
     np.testing.assert_allclose(np.load(out), [z.min(), z.max(), z.mean()], rtol=1e-6, atol=1e-6 * np.abs(z).max())
 
 
-def test_a_reduction_over_an_inline_weight_is_plain_inferences_to_the_last_digit(tmp_path):
+@pytest.mark.parametrize("how", ["memory", "copy"])
+def test_a_reduction_over_an_inline_weight_is_plain_inferences_to_the_last_digit(tmp_path, monkeypatch, how):
     """onnxruntime reading a weight at its offset in the model file ran a ReduceSum over it from another alignment than
-    plain inference, which parses the file: the last digit differed (QA); from memory, it is plain inference's."""
+    plain inference, which parses the file: the last digit differed (QA); from memory, or from a private copy that
+    holds each weight at a page boundary (runtime.weight_copy), it is plain inference's."""
     import onnxruntime as ort
+
+    from onnxprobe.runtime import weight_copy
+
+    if how == "copy":
+        monkeypatch.setattr(weight_copy, "MIN_BYTES", 0)
+        monkeypatch.setattr(weight_copy, "filesystem", lambda path: "ext4")
+        made, real = [], weight_copy.copy_out
+        monkeypatch.setattr(weight_copy, "copy_out", lambda big: (lambda got: made.append(got) or got)(real(big)))
+    else:
+        monkeypatch.setattr(weight_copy, "MIN_BYTES", 1 << 60)
 
     r = (rng.standard_normal((64, 128)) + 0.01).astype(np.float32)
     vi = helper.make_tensor_value_info
@@ -239,3 +261,5 @@ def test_a_reduction_over_an_inline_weight_is_plain_inferences_to_the_last_digit
         res = api.layers(str(p), api.Selection(names=("rs",)), api.RunConfig(cache=False), api.InputSpec(arrays={"x": X}),
                          save=True)
         assert res.arrays["rs"].tobytes() == plain.tobytes(), pad
+    if how == "copy":
+        assert made and all(m is not None for m in made)

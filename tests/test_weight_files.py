@@ -79,11 +79,11 @@ def test_session_reads_marked_weights_from_the_file(tmp_path, monkeypatch):
     real = ort_mod._weights_in_place
 
     def spy(so, sk, big, providers, files=True):
-        buffers, pointed, watch = real(so, sk, big, providers, files)
+        buffers, pointed, watch, done = real(so, sk, big, providers, files)
         handed["buffers"] = len(buffers)
         handed["locations"] = sorted(e.value for t in pointed for e in t.external_data if e.key == "location")
         handed["watched"] = sorted(os.path.basename(f) for f in watch)
-        return buffers, pointed, watch
+        return buffers, pointed, watch, done
 
     monkeypatch.setattr(ort_mod, "SKELETON_BYTES", 0)
     monkeypatch.setattr(ort_mod, "_weights_in_place", spy)

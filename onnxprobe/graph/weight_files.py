@@ -22,7 +22,7 @@ weights in their files (``leave``), and the big inline initializers of a model f
 itself (``inline``, ``in_model_file``): the tensor keeps its name, type and dims, no data, and the mark, with the
 file's status when the model was read. The proto never holds them (a model of 1 GiB of MatMul weights: `layers` at
 2.3 GB where plain inference takes 1.2; onnxruntime maps an external data file; a weight inside the model file is
-read into memory as the session is built, never mapped: ``in_model_file``). Every reader of a weight's bytes reads
+copied out of it as the session is built, never mapped there: ``in_model_file``). Every reader of a weight's bytes reads
 them through ``data`` (``graph.tensor_data.tensor_values``, ``graph.skeleton.raw_bytes``, ``model_digest``, the
 writers' ``unmark``, ``fill`` for a copy handed back, ``filled`` for the runtimes that read the proto's bytes), which
 reads the file again, refused with one line where it changed since the model was read: what was compared (matching
@@ -157,7 +157,8 @@ def in_model_file(t: TensorProto) -> bool:
     """A weight ``leave`` left inside its model file (an inline initializer the lazy read skipped): onnxruntime pointed at
     it would map the model file for the session's life (a file rewritten meanwhile mixed weights, truncated it ended the
     process with SIGBUS, QA; and its offset's alignment changed a reduction's last digit against plain inference, which
-    parses the file), so it is handed over from memory, read from the file then."""
+    parses the file), so it is handed over from a private copy at a page boundary (``runtime.weight_copy``) or from
+    memory, read from the file as the session is built."""
     return is_left(t) and _entry(t)[4]
 
 

@@ -44,6 +44,8 @@ from onnxprobe.types import Probe
 if TYPE_CHECKING:
     import onnx
 
+    from onnxprobe.runtime.weight_copy import PrivateCopy
+
 LOCATION = "onnxprobe-weights"  # the one in-memory external-data file an entry's stubs point into: the file's weights
 MAX_FILE = 2**31 - 1  # protobuf's limit: a bigger model keeps its weights in external data files (runtime.direct_files)
 # each weight's bytes start at a multiple of this in the buffer onnxruntime reads them from: its kernels sum
@@ -232,15 +234,24 @@ def run(key: str, path: str, size: int, opt_level: str) -> dict | None:
             "runtime_options": {str(k): str(v) for k, v in meta["runtime_options"].items()}, "skeleton": skel}
 
 
-def load_weights(files: list[tuple[str, int, dict, list]], packed: int, data_files: list = ()) -> np.ndarray | None:
+def load_weights(files: list[tuple[str, int, dict, list]], packed: int, data_files: list = ()) -> "np.ndarray | PrivateCopy | None":
     """The weights' bytes of model files, each at an ALIGN boundary, in one buffer of ``packed`` bytes that
     onnxruntime reads them from in place (CPU): ``files``, (path, size when last seen, its record, its moves) each
     (``copy_weights``); None where one is not the file its record describes, nor one of the external ``data_files``
-    (records, ``runtime.direct_files``: onnxruntime reads those itself). The process's malloc is set first, as
+    (records, ``runtime.direct_files``: onnxruntime reads those itself). Where every file's status is the one its record
+    holds and no weight lies in an external data file: those bytes laid out the same in a private file onnxruntime maps
+    (``runtime.weight_copy``: the buffer and onnxruntime's packed copy were both held, 2x a MatMul's weights). The process's malloc is set first, as
     the normal path sets it before its session (memory.return_freed_memory: its $ONNXPROBE_MMAP_THRESHOLD read, a
     bad one refused there in its words), here before the weights' buffer."""
     unpark()
     return_freed_memory()
+    if not data_files:  # a private copy onnxruntime maps (runtime.weight_copy): the weights not held twice
+        from onnxprobe.runtime.weight_copy import copy_moves
+
+        made = copy_moves([(path, lambda st, record=record: unchanged(st, record), moves) for path, _, record, moves in files],
+                          packed, LOCATION)
+        if made is not None:
+            return made
     weights = aligned(packed)
     for path, size, record, moves in files:
         if not copy_weights(path, size, record, moves, weights):
@@ -345,7 +356,7 @@ class Pending:
     waits for it and lets it go (a session left building would outlive the interpreter's shutdown). The thread is
     not a daemon: a process that ends meanwhile waits for it rather than tearing onnxruntime down under it."""
 
-    def __init__(self, skel: bytes, weights: np.ndarray, opt_level: str, folder: str = "", watch=()):
+    def __init__(self, skel: bytes, weights: "np.ndarray | PrivateCopy", opt_level: str, folder: str = "", watch=()):
         import threading
 
         from onnxprobe.runtime.ort_options import file_states, ort_module, session_options, watch_weight_files
@@ -353,9 +364,12 @@ class Pending:
         self._ort = ort = ort_module()
         states = file_states(watch)  # before onnxruntime maps them (a run during which one changes is refused)
         so = session_options(ort, opt_level=opt_level, arena=True)
+        copy = None if isinstance(weights, np.ndarray) else weights  # a private copy (load_weights): read from its folder
+        if copy is not None:
+            folder = copy.folder
         if folder:  # the weights in their model's external data files, at locations relative to this folder
             so.add_session_config_entry("session.model_external_initializers_file_folder_path", folder)
-        if weights.size:
+        if copy is None and weights.size:
             so.add_session_config_entry("session.use_external_initializer_file_buffers_directly", "1")
             so.add_external_initializers_from_files_in_memory([LOCATION], [weights], [weights.size])
         self._weights = weights  # onnxruntime reads them in place: alive as long as the session
@@ -371,6 +385,8 @@ class Pending:
                 self._box["error"] = e
             finally:
                 self._box["seconds"] = time.perf_counter() - t0
+                if copy is not None:  # onnxruntime maps what it still reads: the folder goes
+                    copy.remove()
                 self._done.set()
 
         self._thread = threading.Thread(target=build, name="onnxprobe-session")

@@ -85,7 +85,13 @@ CTIME_KEPT = frozenset({"ext2", "ext3", "ext4", "xfs", "btrfs", "bcachefs", "f2f
 def keeps_ctime(dev: int) -> bool:
     """Whether the file system of device ``dev`` (an ``os.stat_result``'s st_dev) is one of CTIME_KEPT, by Linux's
     /proc/self/mountinfo (a mount's major:minor and type); False where it cannot be told."""
-    return _mount_types().get((os.major(dev), os.minor(dev))) in CTIME_KEPT
+    return filesystem_type(dev) in CTIME_KEPT
+
+
+def filesystem_type(dev: int) -> str | None:
+    """The type of the file system of device ``dev`` (an ``os.stat_result``'s st_dev: "ext4", "tmpfs"...), by Linux's
+    /proc/self/mountinfo; None where it cannot be told."""
+    return _mount_types().get((os.major(dev), os.minor(dev)))
 
 
 def _mount_types() -> dict[tuple[int, int], str]:

@@ -15,6 +15,7 @@ import functools
 import re
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -171,24 +172,29 @@ def _make(ort, model: onnx.ModelProto, so, providers: list[str], weights: dict[s
         # during the build (PP-OCRv4 det's probed copy, 4,651 nodes)
         sk = skeleton(model) if large else model
         watch: dict = {}
+        done = None  # what removes a private copy of the weights once the session is built (runtime.weight_copy)
         if hasattr(so, "add_external_initializers_from_files_in_memory"):
-            keep, pointed, watch = _weights_in_place(so, sk, big, providers, files)
+            keep, pointed, watch, done = _weights_in_place(so, sk, big, providers, files)
         else:  # an onnxruntime without in-memory external data: OrtValues, which it copies
             for _, t in big:
                 check_data(t)
             keep, pointed = [to_array(t) for _, t in big], []
             so.add_external_initializers([n for n, _ in big], [ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(a)) for a in keep])
         try:
-            data = sk.SerializeToString()
+            try:
+                data = sk.SerializeToString()
+            finally:
+                if sk is model:
+                    unpoint_stubs(pointed)
+            del sk
+            try:
+                sess = ort.InferenceSession(data, sess_options=so, providers=providers)
+            except Exception:
+                ort_options.check_files(watch)  # a weight file changed under the build: said so, not "damaged"
+                raise
         finally:
-            if sk is model:
-                unpoint_stubs(pointed)
-        del sk
-        try:
-            sess = ort.InferenceSession(data, sess_options=so, providers=providers)
-        except Exception:
-            ort_options.check_files(watch)  # a weight file changed under the build: said so, not "damaged"
-            raise
+            if done is not None:
+                done()
         sess._onnxprobe_keepalive = keep  # onnxruntime may read these buffers for as long as the session lives
         ort_options.watch_weight_files(sess, watch)
         return sess
@@ -199,10 +205,11 @@ def _make(ort, model: onnx.ModelProto, so, providers: list[str], weights: dict[s
 
 
 def _weights_in_place(so, sk: onnx.ModelProto, big: list[tuple[str, onnx.TensorProto]], providers: list[str],
-                      files: bool = True) -> tuple[list, list, dict]:
+                      files: bool = True) -> tuple[list, list, dict, "Callable[[], None] | None"]:
     """Hand ``big``'s bytes to onnxruntime and point ``sk``'s stubs at them. Returns the buffers, which must outlive the
-    session, the stubs pointed (``unpoint_stubs``) and the files pointed at with their status now
-    (``ort_options.watch_weight_files``: a run during which one changed is refused).
+    session, the stubs pointed (``unpoint_stubs``), the files pointed at with their status now
+    (``ort_options.watch_weight_files``: a run during which one changed is refused) and what to call once the session
+    is built (None: nothing).
 
     - Every weight still as its model's external data file holds it (``graph.weight_files``; ``files``): at that file,
       which onnxruntime maps and lets go of once it has packed the weight, as plain inference does (1 GiB of MatMul
@@ -210,6 +217,9 @@ def _weights_in_place(so, sk: onnx.ModelProto, big: list[tuple[str, onnx.TensorP
       it maps for as long as the session lives, and one kept over many (a dataset's batches, the debugger's commands)
       mixed old and new weights where the file was rewritten meanwhile, and ended the process with SIGBUS where it
       was truncated (QA).
+    - Every weight left inside its model file (``weight_files.in_model_file``): from a private copy of them, which
+      onnxruntime maps as an external data file and lets go of once packed (``runtime.weight_copy``: 1x their size,
+      where from memory they were 2x), removed once the session is built; where no copy is made, from memory (below).
     - Else every weight as an in-memory external-data file of its own (onnxruntime, told of in-memory files, looks
       every weight up among them: measured). On CPU it runs on those buffers in place
       (``use_external_initializer_file_buffers_directly``); ``add_external_initializers`` copies every weight once
@@ -229,13 +239,21 @@ def _weights_in_place(so, sk: onnx.ModelProto, big: list[tuple[str, onnx.TensorP
         folder, locations = common_folder([f for f, _, _ in on_disk.values()])
         so.add_session_config_entry("session.model_external_initializers_file_folder_path", folder)
         places = {name: (loc, length, offset) for (name, (_, offset, length)), loc in zip(on_disk.items(), locations)}
-        return [], point_stubs_at(sk, places), ort_options.file_states(f for f, _, _ in on_disk.values())
+        return [], point_stubs_at(sk, places), ort_options.file_states(f for f, _, _ in on_disk.values()), None
+    if reads_folders():
+        from onnxprobe.runtime.weight_copy import copy_out
+
+        copied = copy_out(big)
+        if copied is not None:
+            made, places = copied
+            so.add_session_config_entry("session.model_external_initializers_file_folder_path", made.folder)
+            return [], point_stubs_at(sk, places), {}, made.remove
     buffers = [raw_bytes(t) for _, t in big]
     places = {name: (f"onnxprobe-weight-{i}", b.nbytes) for i, ((name, _), b) in enumerate(zip(big, buffers))}
     if providers == ["CPUExecutionProvider"]:  # other providers copy their weights to their device anyway
         so.add_session_config_entry("session.use_external_initializer_file_buffers_directly", "1")
     so.add_external_initializers_from_files_in_memory([f for f, _ in places.values()], buffers, [b.nbytes for b in buffers])
-    return buffers, point_stubs_at(sk, places), {}  # last: nothing can fail between this and their unpointing
+    return buffers, point_stubs_at(sk, places), {}, None  # last: nothing can fail between this and their unpointing
 
 
 # the first onnxruntime that reads the external data of a model handed over as bytes from a folder it is told
