@@ -106,7 +106,8 @@ def copy_moves(files: list[tuple[str, Callable[[int], bool], list]], size: int, 
 def _folder(need: int) -> PrivateCopy | None:
     """A new folder of onnxprobe's own for a copy of ``need`` bytes, in the temporary folder; None for less than
     MIN_BYTES, or where that folder lies in memory, has not the room or cannot be written."""
-    folder = _room(need) if need >= MIN_BYTES else None
+    # (os.pread: POSIX's; where there is none, no copy)
+    folder = _room(need) if need >= MIN_BYTES and hasattr(os, "pread") else None
     if folder is None:
         return None
     try:
