@@ -144,6 +144,25 @@ def big_mlp(path: Path, layers: int = 4, width: int = 4096, seed: int = 0, exter
     return path
 
 
+def deep_mlp(path: Path, blocks: int = 2000, width: int = 96, rows: int = 16, seed: int = 0) -> Path:
+    """A deep model of small tensors: ``blocks`` MatMul + Add + Tanh of [width, width] weights on an input of
+    [rows, width] (2,000 blocks: 6,000 tensors of 6 KiB, 6,000 nodes, 74 MB of weights). Where the time goes is
+    what each tensor and node costs (a transformer export's thousands of nodes), not any one kernel."""
+    rng = np.random.default_rng(seed)
+    vi, nodes, inits, x = helper.make_tensor_value_info, [], [], "x"
+    for i in range(blocks):
+        inits += [numpy_helper.from_array(rng.standard_normal((width, width), dtype=np.float32) / np.float32(np.sqrt(width)), f"W{i}"),
+                  numpy_helper.from_array(np.float32(0.1) * rng.standard_normal(width, dtype=np.float32), f"b{i}")]
+        y = "y" if i == blocks - 1 else f"h{i}"
+        nodes += [helper.make_node("MatMul", [x, f"W{i}"], [f"m{i}"], name=f"matmul{i}"),
+                  helper.make_node("Add", [f"m{i}", f"b{i}"], [f"a{i}"], name=f"add{i}"),
+                  helper.make_node("Tanh", [f"a{i}"], [y], name=f"tanh{i}")]
+        x = y
+    g = helper.make_graph(nodes, "deep_mlp", [vi("x", TensorProto.FLOAT, [rows, width])], [vi("y", TensorProto.FLOAT, [rows, width])], inits)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
 def check_perturbed(src: Path, dst: Path, shapes: dict[str, tuple[int, ...]]) -> str:
     """Run both models on the same random inputs: the outputs must keep their shapes and differ. Returns
     one line saying by how much (raises otherwise: a benchmark input that is not what it claims)."""

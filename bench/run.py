@@ -41,7 +41,7 @@ POLY_SPEEDUP = {"layers_all": 1.0, "layers": 1.0, "diff_all": 20.0}
 
 def models(models_dir: Path | None) -> dict[str, tuple[Path, dict[str, str]]]:
     sys.path.insert(0, str(HERE))
-    from models import big_mlp, resnet18  # noqa: E402
+    from models import big_mlp, deep_mlp, resnet18  # noqa: E402
 
     CACHE.mkdir(exist_ok=True)
     out = {"resnet18": (resnet18(CACHE / "resnet18.onnx") if not (CACHE / "resnet18.onnx").exists() else CACHE / "resnet18.onnx",
@@ -51,7 +51,10 @@ def models(models_dir: Path | None) -> dict[str, tuple[Path, dict[str, str]]]:
                        {"x": "1x4096"}),
            # the same 512 MiB inside the .onnx file, as an exporter writes a model under 2 GB
            "big_mlp_inline": (big_mlp(CACHE / "big_mlp_inline.onnx", external=False) if not (CACHE / "big_mlp_inline.onnx").exists()
-                              else CACHE / "big_mlp_inline.onnx", {"x": "1x4096"})}
+                              else CACHE / "big_mlp_inline.onnx", {"x": "1x4096"}),
+           # 6,000 small tensors in a chain of 6,000 nodes: what each tensor and node costs
+           "deep_mlp": (deep_mlp(CACHE / "deep_mlp.onnx") if not (CACHE / "deep_mlp.onnx").exists() else CACHE / "deep_mlp.onnx",
+                        {"x": "16x96"})}
     if models_dir:
         real = {
             "bert_tiny": ("transformers/bert_tiny_random_legacy_op17.onnx", {"input_ids": "1x128", "attention_mask": "1x128"}),

@@ -72,3 +72,17 @@ def test_external_data_source_keeps_its_weights_beside_the_copy(tmp_path):
         rel = np.abs(wb / wa - 1)
         assert 1e-4 < np.median(rel) < 1e-2
     assert "differs" in bm.check_perturbed(src, dst, {"x": (1, 128)})
+
+
+def test_deep_mlp_is_a_chain_of_small_tensors_and_its_copy_differs(tmp_path):
+    """deep_mlp (the bench's model of many small tensors): blocks x (MatMul, Add, Tanh) on [rows, width] tensors; its
+    perturbed copy's weights differ, each by about 1e-3 relative, and so do its outputs."""
+    bm = bench_models()
+    src = bm.deep_mlp(tmp_path / "d.onnx", blocks=5, width=8, rows=3)
+    m = onnx.load(str(src))
+    assert [n.op_type for n in m.graph.node] == ["MatMul", "Add", "Tanh"] * 5
+    dst = bm.perturbed(src, tmp_path / "p.onnx")
+    for ta, tb in zip(m.graph.initializer, onnx.load(str(dst)).graph.initializer):
+        wa, wb = numpy_helper.to_array(ta).astype(np.float64), numpy_helper.to_array(tb).astype(np.float64)
+        assert 1e-4 < np.median(np.abs(wb / wa - 1)) < 1e-2, ta.name
+    assert "differs" in bm.check_perturbed(src, dst, {"x": (3, 8)})
