@@ -43,12 +43,16 @@ def for_json(data):
     return json_words(data)
 
 
+_AS_THEY_ARE = (int, float, bool, type(None))  # what in_cli_words returns as it is: taken so without a call
+
+
 def in_cli_words(data):
-    """``data`` (dicts, lists, text) with every ``errors.said`` text as the command line says it."""
+    """``data`` (dicts, lists, text) with every ``errors.said`` text as the command line says it. A number or None
+    is taken as it is without a call (a diff of 12,000 pairs: 470,000 calls, most of them for numbers)."""
     if isinstance(data, dict):
-        return {k: in_cli_words(v) for k, v in data.items()}
+        return {k: v if type(v) in _AS_THEY_ARE else in_cli_words(v) for k, v in data.items()}
     if isinstance(data, list):
-        return [in_cli_words(v) for v in data]
+        return [v if type(v) in _AS_THEY_ARE else in_cli_words(v) for v in data]
     if type(data) is tuple:  # as it was (a report's dict is drawn from as well as written)
         return tuple(in_cli_words(v) for v in data)
     return cli_words(data) if isinstance(data, str) else data
