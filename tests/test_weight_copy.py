@@ -159,3 +159,67 @@ def test_served_runs_read_a_copy_laid_out_as_the_entrys_buffer(tmp_path, monkeyp
     os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))
     again = run()
     assert copies[-1] is None and again.stats["h"] != first.stats["h"]
+
+
+def test_no_usable_temporary_folder_is_no_copy(tmp_path, monkeypatch, small):
+    """tempfile finds no folder it can write (a read-only container): no copy, and the command runs as before (QA:
+    'No usable temporary directory found', said as onnxruntime's error, exit 1)."""
+    def none():
+        raise FileNotFoundError(2, "No usable temporary directory found")
+
+    monkeypatch.setattr(tempfile, "gettempdir", none)
+    p = _save(_model(), tmp_path / "m.onnx")
+    assert weight_copy.copy_out(_left(load_model(p, lazy=True))) is None
+    res = api.layers(str(p), api.Selection(all=True), api.RunConfig(cache=False), api.InputSpec(arrays={"x": X}))
+    eager = api.layers(api.load(p), api.Selection(all=True), api.RunConfig(cache=False), api.InputSpec(arrays={"x": X}))
+    assert res.stats == eager.stats
+
+
+SIGNALLED = """
+import os, sys, time
+import onnxruntime as ort
+from onnxprobe.graph import io as io_mod
+from onnxprobe.runtime import weight_copy
+io_mod.LAZY_FILE, weight_copy.MIN_BYTES, weight_copy.filesystem = 0, 0, lambda p: "ext4"
+real, mark = ort.InferenceSession.__init__, sys.argv[2]
+
+def slow(self, *a, **k):  # the copy made, the session building: the parent signals now
+    open(mark, "w").close()
+    time.sleep(60)
+    return real(self, *a, **k)
+
+ort.InferenceSession.__init__ = slow
+sys.argv = ["onnxprobe", "layers", sys.argv[1], "--no-cache"]
+from onnxprobe.cli.main import run
+run()
+"""
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_a_signal_while_the_session_builds_leaves_no_copy(tmp_path, sig):
+    """Ctrl-C or SIGTERM while onnxruntime builds the session from the copy: the command ends as it does on such a
+    signal (130, 143), and the copy goes with it (QA: left behind, a file as big as the weights, 29 times of 30)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    p = _save(_model(), tmp_path / "m.onnx")
+    tmp, mark = tmp_path / "tmp", tmp_path / "building"
+    env = {**os.environ, "TMPDIR": str(tmp)}
+    proc = subprocess.Popen([sys.executable, "-c", SIGNALLED, str(p), str(mark)], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not mark.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert mark.exists(), proc.communicate(timeout=60)[1][-2000:]
+        assert [d.name for d in tmp.iterdir() if d.name.startswith("onnxprobe-weights-")]  # the copy is there now
+        proc.send_signal(getattr(signal, sig))
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + getattr(signal, sig), err[-2000:]
+    assert "Traceback" not in err
+    assert not [d.name for d in tmp.iterdir() if d.name.startswith("onnxprobe-weights-")]
