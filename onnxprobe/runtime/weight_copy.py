@@ -13,8 +13,8 @@ The kernel copies the bytes (``os.copy_file_range``: they never pass through thi
 direct mode, which laid the weights out in one buffer, lays them out the same in such a file (``copy_moves``).
 
 No copy (None: the caller hands the weights over from memory, as before) for less than MIN_BYTES of weights, or where
-the temporary folder lies in memory (tmpfs, ramfs, devtmpfs: the copy would take as much memory as the buffers, in no process's
-count), has not the room, or cannot be written.
+the temporary folder lies in memory (tmpfs, ramfs, devtmpfs: the copy would take as much memory as the buffers, in no
+process's count), has not the room, or cannot be written.
 """
 
 from __future__ import annotations
