@@ -63,13 +63,18 @@ def test_values_asked_for_are_kept(tmp_path):
     np.testing.assert_array_equal(res.arrays["t"], x)
 
 
-def test_each_and_total_bound_what_goes_to_the_host():
+def _three_relus():
+    """x [n, 4] -> Relu a -> Relu b -> Relu c, y = Concat(a, b, c): the model and its node tensors' refs."""
     n = [helper.make_node("Relu", ["x"], ["a"], name="r1"), helper.make_node("Relu", ["a"], ["b"], name="r2"),
          helper.make_node("Relu", ["b"], ["c"], name="r3"), helper.make_node("Concat", ["a", "b", "c"], ["y"], name="cat", axis=0)]
     m = make_model(n, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4])],
                    [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
     m = api.Model.of(m, "m").proto
-    refs = [r for r in api.select(m, api.Selection(all=True)) if r.kind == "node"]
+    return m, [r for r in api.select(m, api.Selection(all=True)) if r.kind == "node"]
+
+
+def test_each_and_total_bound_what_goes_to_the_host():
+    m, refs = _three_relus()
     # 100 x 4 float32 = 1600 bytes per tensor; the output y (4800) is too big for each = 2000
     known, host = planned_shapes(m, refs, {"x": (100, 4)}, 2000, 10**6)
     assert host == {"a", "b", "c"} and known["a"] == (100, 4)
@@ -86,12 +91,7 @@ def test_tensors_of_at_most_the_free_size_go_to_the_host_whatever_the_total():
     """``free`` (SMALL_ON_HOST's third number): a tensor of at most that many bytes is summarised on the host
     even past the total (its values cost less memory than its ~27 statistics nodes); bigger ones still need
     room in the total."""
-    n = [helper.make_node("Relu", ["x"], ["a"], name="r1"), helper.make_node("Relu", ["a"], ["b"], name="r2"),
-         helper.make_node("Relu", ["b"], ["c"], name="r3"), helper.make_node("Concat", ["a", "b", "c"], ["y"], name="cat", axis=0)]
-    m = make_model(n, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4])],
-                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
-    m = api.Model.of(m, "m").proto
-    refs = [r for r in api.select(m, api.Selection(all=True)) if r.kind == "node"]
+    m, refs = _three_relus()
     # 100 x 4 float32: a, b, c 1600 bytes each, y 4800
     assert planned_shapes(m, refs, {"x": (100, 4)}, 10**4, 0, 1600)[1] == {"a", "b", "c"}
     assert planned_shapes(m, refs, {"x": (100, 4)}, 10**4, 0, 1599)[1] == set()
