@@ -65,8 +65,27 @@ def test_no_copy_in_memory_or_without_room_or_for_weights_not_in_the_model_file(
     monkeypatch.setattr(weight_copy, "ROOM", 0)
     monkeypatch.setattr(weight_copy, "MIN_BYTES", 1 << 40)
     assert weight_copy.copy_out(big) is None
-    monkeypatch.setattr(weight_copy, "MIN_BYTES", 0)
-    assert weight_copy.copy_out(_left(api.load(p).proto)) is None  # read whole: the bytes are in memory
+    assert not os.listdir(small)
+
+
+def test_weights_read_whole_are_written_into_the_copy(tmp_path, small):
+    """A model read whole (api.load, the debugger): its weights written from the proto's bytes, each at a page
+    boundary; typed fields (float_data) as raw bytes, as onnx lays them out."""
+    from onnx import TensorProto
+
+    m = _model(typed=True)  # W2 in float_data
+    p = _save(m, tmp_path / "m.onnx")
+    whole = api.load(p).proto
+    made, places = weight_copy.copy_out(_left(whole))
+    want = {t.name: numpy_helper.to_array(t) for t in onnx.load(p).graph.initializer}
+    with open(os.path.join(made.folder, weight_copy.LOCATION), "rb") as f:
+        data = f.read()
+    for name, (_, length, offset) in places.items():
+        assert offset % 4096 == 0 and data[offset:offset + length] == want[name].tobytes(), name
+    made.remove()
+    bad = TensorProto(name="W1", data_type=TensorProto.FLOAT, dims=[64, 96], raw_data=b"\0" * 12)  # 12 bytes, 6144 floats
+    with pytest.raises(ModelError, match="W1"):
+        weight_copy.copy_out([("W1", bad)])
     assert not os.listdir(small)
 
 
@@ -124,13 +143,21 @@ def test_layers_and_diff_run_on_the_copy_as_on_the_models_read_whole(tmp_path, m
     sel, spec, cfg = api.Selection(all=True), api.InputSpec(arrays={"x": X}), api.RunConfig(cache=False)
     lazy = api.layers(str(p), sel, cfg, spec)
     assert made and made[-1] is not None and not os.listdir(small)  # the copy used, and gone once the session was built
-    eager = api.layers(api.load(p), sel, cfg, spec)
+    monkeypatch.setattr(weight_copy, "MIN_BYTES", 1 << 60)
+    eager = api.layers(api.load(p), sel, cfg, spec)  # from memory, no copy: the oracle
+    monkeypatch.setattr(weight_copy, "MIN_BYTES", 0)
     for name, st in eager.stats.items():
         assert lazy.stats[name] == st, name
+    copied = api.layers(api.load(p), sel, cfg, spec, save=True)  # read whole, and a session kept: the copy too
+    assert made[-1] is not None and not os.listdir(small)
+    for name, st in eager.stats.items():
+        assert copied.stats[name] == st, name
     del made[:]
     d_lazy = api.diff(str(p), str(q), selection=sel, config=cfg, inputs=spec)
     assert made and all(m is not None for m in made) and not os.listdir(small)
+    del made[:]
     d_eager = api.diff(api.load(p), api.load(q), selection=sel, config=cfg, inputs=spec)
+    assert made and all(m is not None for m in made) and not os.listdir(small)  # read whole: written into the copy
     assert [(r.pair.a.name, r.metrics) for r in d_lazy.results] == [(r.pair.a.name, r.metrics) for r in d_eager.results]
     assert any(r.metrics and r.metrics.max_abs for r in d_lazy.results)
 

@@ -1,5 +1,7 @@
-"""A private copy of the big weights a lazy read left inside the model file (``graph.weight_files.in_model_file``),
-for onnxruntime to read as an external data file of onnxprobe's own.
+"""A private copy of a session's big weights, for onnxruntime to read as an external data file of onnxprobe's own:
+those a lazy read left inside the model file (``graph.weight_files.in_model_file``), copied from there, and those a
+model read whole holds (``api.load``, the debugger: in the proto, and a buffer each before; api.load of BERT-base then
+`api.layers`, 1,338 -> 922 MB), written from its bytes one weight at a time.
 
 Handed over from memory, such weights were held twice while the session was built and for its life: the buffer read
 from the model file, which onnxruntime runs on, and its prepacked copy (a MatMul's), which cannot replace a buffer it
@@ -50,16 +52,19 @@ class PrivateCopy(NamedTuple):
 
 
 def copy_out(big: "list[tuple[str, TensorProto]]") -> tuple[PrivateCopy, dict[str, tuple[str, int, int]]] | None:
-    """(the copy, {name: (location, length, offset)} in its folder) for ``big`` ((name, tensor) each) when every one is
-    a weight left inside its model file; None otherwise, or where no copy is made (the module doc). A ModelError where a
-    model file changed since it was read (its size or times), before or while it is copied: what was read and what
-    runs would be other bytes."""
+    """(the copy, {name: (location, length, offset)} in its folder) for ``big`` ((name, tensor) each); None where no
+    copy is made (the module doc). A weight left inside its model file is copied from there by the kernel; any other
+    (a model read whole: ``api.load``, the debugger; a Constant's value) is written from its bytes, one weight's copy
+    at a time, which then goes (from memory, every weight was held in the proto, in the buffer onnxruntime ran on and
+    in its packed copy). A ModelError where a model file changed since it was read (its size or times), before or
+    while it is copied, or a weight's data does not fit its dims (``skeleton.check_data``)."""
+    from onnxprobe.graph.extents import dims_nbytes
     from onnxprobe.graph.weight_files import in_model_file, left_state, marked
 
-    if not big or not all(in_model_file(t) for _, t in big):
+    if not big:
         return None
-    sources = [(name, marked(t), left_state(t)) for name, t in big]
-    made = _folder(sum(length + mmap.ALLOCATIONGRANULARITY for _, (_, _, length), _ in sources))
+    sources = [(name, t, marked(t), left_state(t)) if in_model_file(t) else (name, t, None, None) for name, t in big]
+    made = _folder(sum((where[2] if where else dims_nbytes(t)) + mmap.ALLOCATIONGRANULARITY for _, t, where, _ in sources))
     if made is None:
         return None
     try:
@@ -151,9 +156,12 @@ def filesystem(path: str) -> str | None:
 
 
 def _copy(sources: list, target: str) -> dict[str, tuple[str, int, int]] | None:
-    """Each of ``sources`` ((name, (file, offset, length), file status when read)) copied into ``target``, a new file,
-    at a page boundary: {name: (LOCATION, length, offset in target)}; None where the target cannot be written (no room
-    after all). A ModelError where a source file is not as it was read, before or after its bytes are copied."""
+    """Each of ``sources`` ((name, tensor, (file, offset, length) or None, file status when read)) copied into
+    ``target``, a new file, at a page boundary: {name: (LOCATION, length, offset in target)}; one without a place in its
+    model file written from its bytes (``skeleton.raw_bytes``). None where the target cannot be written (no room after
+    all). A ModelError where a source file is not as it was read, before or after its bytes are copied."""
+    from onnxprobe.graph.skeleton import raw_bytes
+
     places: dict[str, tuple[str, int, int]] = {}
     opened: dict[str, int] = {}
     try:
@@ -162,7 +170,21 @@ def _copy(sources: list, target: str) -> dict[str, tuple[str, int, int]] | None:
         return None
     try:
         at = 0
-        for name, (file, offset, length), state in sources:
+        for name, t, where, state in sources:
+            at = -(-at // mmap.ALLOCATIONGRANULARITY) * mmap.ALLOCATIONGRANULARITY
+            if where is None:  # in memory (or in an external data file): its bytes written, one weight at a time
+                data = memoryview(raw_bytes(t))
+                try:
+                    done = 0
+                    while done < len(data):
+                        done += os.pwrite(out, data[done:], at + done)
+                except OSError:
+                    return None
+                places[name] = (LOCATION, len(data), at)
+                at += len(data)
+                del data
+                continue
+            file, offset, length = where
             if file not in opened:
                 try:
                     f = open_regular(file, follow=False)
@@ -172,15 +194,15 @@ def _copy(sources: list, target: str) -> dict[str, tuple[str, int, int]] | None:
                 opened[file] = os.dup(f.fileno())
                 f.close()
                 _check(file, opened[file], state, name)
-            at = -(-at // mmap.ALLOCATIONGRANULARITY) * mmap.ALLOCATIONGRANULARITY
             try:
                 _copy_range(opened[file], out, offset, at, length, file, name)
             except OSError:
                 return None
             places[name] = (LOCATION, length, at)
             at += length
-        for name, (file, _, _), state in sources:  # changed while it was copied: other bytes than those read
-            _check(file, opened[file], state, name)
+        for name, _, where, state in sources:  # changed while it was copied: other bytes than those read
+            if where is not None:
+                _check(where[0], opened[where[0]], state, name)
     finally:
         os.close(out)
         for fd in opened.values():
