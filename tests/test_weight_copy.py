@@ -234,8 +234,9 @@ def test_a_signal_while_the_session_builds_leaves_no_copy(tmp_path, sig):
     p = _save(_model(), tmp_path / "m.onnx")
     tmp, mark = tmp_path / "tmp", tmp_path / "building"
     env = {**os.environ, "TMPDIR": str(tmp)}
+    # SIGINT as a terminal delivers it, even where this test runs in the background (which ignores it, inherited)
     proc = subprocess.Popen([sys.executable, "-c", SIGNALLED, str(p), str(mark)], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 120
         while not mark.exists() and proc.poll() is None and time.monotonic() < deadline:
