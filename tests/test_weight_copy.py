@@ -251,3 +251,24 @@ def test_a_signal_while_the_session_builds_leaves_no_copy(tmp_path, sig):
     assert proc.returncode == 128 + getattr(signal, sig), err[-2000:]
     assert "Traceback" not in err
     assert not [d.name for d in tmp.iterdir() if d.name.startswith("onnxprobe-weights-")]
+
+
+def test_an_onnxruntime_that_reads_no_folder_gets_no_copy(tmp_path, monkeypatch, small):
+    """onnxruntime before 1.21 ignores the folder it is told and looks for external data in the working directory: no
+    copy is made for it, first run or served (the served run failed, and the normal path ran every time)."""
+    from onnxprobe.runtime import ort_options
+
+    monkeypatch.setenv("ONNXPROBE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("ONNXPROBE_NO_CACHE", raising=False)
+    monkeypatch.setattr(model_file, "RACY_NS", 0)
+    monkeypatch.setattr(ort_options, "reads_folders", lambda since=ort_options.READS_FOLDERS: False)
+    calls = []
+    for name in ("copy_out", "copy_moves"):
+        real = getattr(weight_copy, name)
+        monkeypatch.setattr(weight_copy, name, lambda *a, real=real: calls.append(1) or real(*a))
+    p = _save(_model(), tmp_path / "a.onnx")
+    run = lambda: api.layers(str(p), api.Selection(all=True), api.RunConfig(device="cpu"), api.InputSpec(seed=4))  # noqa: E731
+    first, served = run(), run()
+    assert type(served.plan).__name__ == "CachedPlan" and not calls
+    for name, st in first.stats.items():
+        assert served.stats[name] == st, name

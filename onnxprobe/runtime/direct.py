@@ -8,7 +8,8 @@ by the file's bytes: a lookup that finds nothing costs a stat of the model and t
 It records the model file it was made from (size, modification time, digest) and holds what the run needs and
 could not compute without onnx:
 
-- the probed copy as a skeleton whose stubs point into one in-memory external-data file (``LOCATION``; or, for a
+- the probed copy as a skeleton whose stubs point into one in-memory external-data file (``LOCATION``: from 8 MiB on
+  a private file of that name, ``runtime.weight_copy``; or, for a
   model whose weights lie in external data files, at those files: ``runtime.direct_files``): the
   weights' bytes taken from the model file (the offset and length of each one's data, ``_DATA_FIELDS``, found by a walk of the
   file's protobuf wire format, ``weight_extents``; ``moves``), each at an ``ALIGN`` boundary;
@@ -245,7 +246,9 @@ def load_weights(files: list[tuple[str, int, dict, list]], packed: int, data_fil
     bad one refused there in its words), here before the weights' buffer."""
     unpark()
     return_freed_memory()
-    if not data_files:  # a private copy onnxruntime maps (runtime.weight_copy): the weights not held twice
+    from onnxprobe.runtime.ort_options import reads_folders
+
+    if not data_files and reads_folders():  # a private copy onnxruntime maps (runtime.weight_copy): not held twice
         from onnxprobe.runtime.weight_copy import copy_moves
 
         made = copy_moves([(path, lambda st, record=record: unchanged(st, record), moves) for path, _, record, moves in files],

@@ -256,19 +256,12 @@ def _weights_in_place(so, sk: onnx.ModelProto, big: list[tuple[str, onnx.TensorP
     return buffers, point_stubs_at(sk, places), {}, None  # last: nothing can fail between this and their unpointing
 
 
-# the first onnxruntime that reads the external data of a model handed over as bytes from a folder it is told
-# (session.model_external_initializers_file_folder_path, onnxruntime pull request 23557): older ones ignore the
-# setting and would look in the working directory
-_READS_FOLDERS = (1, 21)
+_READS_FOLDERS = ort_options.READS_FOLDERS  # a test sets another
 
 
 def reads_folders() -> bool:
-    """Whether this onnxruntime reads a model's external data from the folder it is told (``_READS_FOLDERS``)."""
-    return _READS_FOLDERS <= _version(ort_module().__version__)
-
-
-def _version(v: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in re.findall(r"\d+", v)[:2])
+    """Whether this onnxruntime reads a model's external data from the folder it is told (``ort_options.reads_folders``)."""
+    return ort_options.reads_folders(_READS_FOLDERS)
 
 
 _OPSET_RE = re.compile(r"Current official support for domain ai\.onnx is till opset (\d+)")

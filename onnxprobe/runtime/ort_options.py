@@ -7,6 +7,7 @@ session (``run_with_binding``). ``runtime.ort`` builds and runs its sessions wit
 from __future__ import annotations
 
 import functools
+import re
 import time
 
 from onnxprobe.errors import UsageError, debug_enabled, owns_the_process, setting_error
@@ -186,3 +187,15 @@ def check_files(states: dict) -> None:
         if now != state:
             raise ModelError(f"{path}: the file changed while onnxprobe ran (onnxruntime reads the weights in it for "
                              "the whole run, which then mixed the old and the new); run it again")
+
+
+# the first onnxruntime that reads the external data of a model handed over as bytes from a folder it is told
+# (session.model_external_initializers_file_folder_path, onnxruntime pull request 23557): older ones ignore the
+# setting and would look in the working directory
+READS_FOLDERS = (1, 21)
+
+
+def reads_folders(since: tuple[int, int] = READS_FOLDERS) -> bool:
+    """Whether this onnxruntime reads a model's external data from the folder it is told (``since`` and later): where
+    the served mode (``runtime.direct``, no onnx imported) can point it at a private copy of the weights too."""
+    return since <= tuple(int(p) for p in re.findall(r"\d+", ort_module().__version__)[:2])

@@ -78,7 +78,7 @@ def copy_out(big: "list[tuple[str, TensorProto]]") -> tuple[PrivateCopy, dict[st
     return made, places
 
 
-def copy_moves(files: list[tuple[str, Callable[[int], bool], list]], size: int, location: str) -> PrivateCopy | None:
+def copy_moves(files: list[tuple[str, Callable[[os.stat_result], bool], list]], size: int, location: str) -> PrivateCopy | None:
     """A copy of weights laid out as the plan cache's direct mode lays them out in its buffer (``runtime.direct``):
     ``files``, (model file, whether its ``os.stat_result`` is the one the entry recorded, its moves: [offset in the
     file, length, offset in the copy] each), into one file ``location`` of ``size`` bytes. None where no copy is made
