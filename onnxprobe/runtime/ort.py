@@ -217,10 +217,11 @@ def _weights_in_place(so, sk: onnx.ModelProto, big: list[tuple[str, onnx.TensorP
       it maps for as long as the session lives, and one kept over many (a dataset's batches, the debugger's commands)
       mixed old and new weights where the file was rewritten meanwhile, and ended the process with SIGBUS where it
       was truncated (QA).
-    - Every weight left inside its model file (``weight_files.in_model_file``): from a private copy of them, which
-      onnxruntime maps as an external data file and lets go of once packed (``runtime.weight_copy``: 1x their size,
-      where from memory they were 2x), removed once the session is built; where no copy is made, from memory (below).
-    - Else every weight as an in-memory external-data file of its own (onnxruntime, told of in-memory files, looks
+    - Else, from 8 MiB of them on, from a private copy, which onnxruntime maps as an external data file and lets go of
+      once packed (``runtime.weight_copy``: a weight left inside its model file, ``weight_files.in_model_file``, copied
+      from there; any other written from its bytes), removed once the session is built: 1x a weight left in its file
+      where from memory it was 2x, 2x one the proto holds where it was 3x.
+    - Else (no copy made) every weight as an in-memory external-data file of its own (onnxruntime, told of in-memory files, looks
       every weight up among them: measured). On CPU it runs on those buffers in place
       (``use_external_initializer_file_buffers_directly``); ``add_external_initializers`` copies every weight once
       more (measured, onnxruntime 1.32, a 44 MB ResNet-18: +45 MB at session creation against +7 MB)."""
