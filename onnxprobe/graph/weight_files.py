@@ -116,22 +116,42 @@ def data(t: TensorProto) -> bytes:
 
 def chunks(t: TensorProto, size: int | None):
     """``data``'s bytes ``size`` at a time (None: at once), the file checked as ``data`` checks it, before the first."""
-    from onnxprobe.errors import ModelError
-
     file, offset, length, state = _entry(t)[:4]
     try:
         with open_regular(file, follow=False) as f:
-            if file_state(os.fstat(f.fileno())) != state:
-                raise ModelError(f"{file}: the file changed while onnxprobe ran (its size or times differ from when "
-                                 f"the model was read: weight {t.name!r} lies in it); run it again")
+            check_state(file, f.fileno(), state, t.name)
             f.seek(offset)
             for at in range(0, length, size or max(length, 1)):
                 out = f.read(min(size or length, length - at))
                 if not out:  # pragma: no cover - the status said it holds them
-                    raise ModelError(f"{file}: the file is too short for weight {t.name!r} now")
+                    raise too_short(file, t.name)
                 yield out
     except OSError as e:
-        raise ModelError(f"{file}: cannot read the file again (weight {t.name!r} lies in it): {e.strerror or e}") from None
+        raise unreadable(file, t.name, e) from None
+
+
+def check_state(file: str, fd: int, state: tuple | None, name: str) -> None:
+    """A ModelError where the open file ``fd`` (``file``, where weight ``name`` was left) is not as it was when the model
+    was read (``state``, ``fileio.file_state``): what was compared before and what runs now would be other bytes."""
+    if file_state(os.fstat(fd)) != state:
+        from onnxprobe.errors import ModelError
+
+        raise ModelError(f"{file}: the file changed while onnxprobe ran (its size or times differ from when the model "
+                         f"was read: weight {name!r} lies in it); run it again")
+
+
+def too_short(file: str, name: str):
+    """The ModelError for a file that ends before weight ``name``'s bytes (truncated since the model was read)."""
+    from onnxprobe.errors import ModelError
+
+    return ModelError(f"{file}: the file is too short for weight {name!r} now (it changed while onnxprobe ran); run it again")
+
+
+def unreadable(file: str, name: str, e: OSError):
+    """The ModelError for a file where weight ``name`` was left that cannot be opened or read again (``e``)."""
+    from onnxprobe.errors import ModelError
+
+    return ModelError(f"{file}: cannot read the file again (weight {name!r} lies in it): {e.strerror or e}")
 
 
 def same_data(t: TensorProto, u: TensorProto) -> bool:

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
 from onnxprobe.errors import ModelError
-from onnxprobe.fileio import file_state, open_regular
+from onnxprobe.fileio import open_regular
 
 if TYPE_CHECKING:  # not imported: the direct mode (copy_moves) runs without onnx
     from onnx import TensorProto
@@ -161,6 +161,7 @@ def _copy(sources: list, target: str) -> dict[str, tuple[str, int, int]] | None:
     model file written from its bytes (``skeleton.raw_bytes``). None where the target cannot be written (no room after
     all). A ModelError where a source file is not as it was read, before or after its bytes are copied."""
     from onnxprobe.graph.skeleton import raw_bytes
+    from onnxprobe.graph.weight_files import check_state, unreadable
 
     places: dict[str, tuple[str, int, int]] = {}
     opened: dict[str, int] = {}
@@ -189,11 +190,10 @@ def _copy(sources: list, target: str) -> dict[str, tuple[str, int, int]] | None:
                 try:
                     f = open_regular(file, follow=False)
                 except OSError as e:
-                    raise ModelError(f"{file}: cannot read the file again (weight {name!r} lies in it): "
-                                     f"{e.strerror or e}") from None
+                    raise unreadable(file, name, e) from None
                 opened[file] = os.dup(f.fileno())
                 f.close()
-                _check(file, opened[file], state, name)
+                check_state(file, opened[file], state, name)
             try:
                 _copy_range(opened[file], out, offset, at, length, file, name)
             except OSError:
@@ -202,18 +202,12 @@ def _copy(sources: list, target: str) -> dict[str, tuple[str, int, int]] | None:
             at += length
         for name, _, where, state in sources:  # changed while it was copied: other bytes than those read
             if where is not None:
-                _check(where[0], opened[where[0]], state, name)
+                check_state(where[0], opened[where[0]], state, name)
     finally:
         os.close(out)
         for fd in opened.values():
             os.close(fd)
     return places
-
-
-def _check(file: str, fd: int, state: tuple, name: str) -> None:
-    if file_state(os.fstat(fd)) != state:
-        raise ModelError(f"{file}: the file changed while onnxprobe ran (its size or times differ from when the model "
-                         f"was read: weight {name!r} lies in it); run it again")
 
 
 def _copy_range(src: int, dst: int, offset: int, at: int, length: int, file: str, name: str) -> None:
@@ -235,6 +229,7 @@ def _copy_range(src: int, dst: int, offset: int, at: int, length: int, file: str
             chunk = os.pread(src, min(CHUNK, length - done), offset + done)
             n = os.pwrite(dst, chunk, at + done) if chunk else 0
         if n <= 0:
-            raise ModelError(f"{file}: the file is too short for weight {name!r} now (it changed while onnxprobe ran); "
-                             "run it again")
+            from onnxprobe.graph.weight_files import too_short  # (onnx with it: only here, a file truncated meanwhile)
+
+            raise too_short(file, name)
         done += n
