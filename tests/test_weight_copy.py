@@ -261,7 +261,7 @@ def test_an_onnxruntime_that_reads_no_folder_gets_no_copy(tmp_path, monkeypatch,
     monkeypatch.setenv("ONNXPROBE_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("ONNXPROBE_NO_CACHE", raising=False)
     monkeypatch.setattr(model_file, "RACY_NS", 0)
-    monkeypatch.setattr(ort_options, "reads_folders", lambda since=ort_options.READS_FOLDERS: False)
+    monkeypatch.setattr(ort_options, "READS_FOLDERS", (99, 0))  # as an onnxruntime before 1.21 reads
     calls = []
     for name in ("copy_out", "copy_moves"):
         real = getattr(weight_copy, name)

@@ -19,6 +19,7 @@ from onnxprobe.graph.io import load_model
 from onnxprobe.graph.skeleton import model_digest, skeleton, stubs
 from onnxprobe.graph.weight_files import KEY, common_folder, marked, unchanged
 from onnxprobe.runtime import ort as ort_mod
+from onnxprobe.runtime import ort_options
 
 rng = np.random.default_rng(7)
 W1 = rng.standard_normal((64, 96)).astype(np.float32)  # 6144 elements: stubbed by a skeleton
@@ -139,7 +140,7 @@ def test_data_file_in_a_subfolder(tmp_path, monkeypatch):
 
 def test_older_onnxruntime_hands_the_bytes_over(tmp_path, monkeypatch):
     monkeypatch.setattr(ort_mod, "SKELETON_BYTES", 0)
-    monkeypatch.setattr(ort_mod, "_READS_FOLDERS", (99, 0))
+    monkeypatch.setattr(ort_options, "READS_FOLDERS", (99, 0))
     m = api.load(_write(tmp_path / "m"))
     _close(_y(m), _oracle())
 

@@ -43,7 +43,7 @@ def outside_weights(path: str, before: tuple, held: dict, inline: dict) -> tuple
 
     from onnxprobe.graph.extents import all_tensors, is_external, source
     from onnxprobe.graph.weight_files import is_left, left_state, marked
-    from onnxprobe.runtime.ort import reads_folders
+    from onnxprobe.runtime.ort_options import reads_folders
 
     if (held and not reads_folders()) or os.path.getsize(path) > HEADER_LIMIT:
         return None

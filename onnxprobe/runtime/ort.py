@@ -31,7 +31,7 @@ from onnxprobe.runtime.arrays import narrow_buffer
 from onnxprobe.runtime import ort_options
 from onnxprobe.runtime.interrupt import call_interruptibly
 from onnxprobe.runtime.ort_options import (  # noqa: F401 (re-exported: where every caller has them from)
-    DEVICES, OPT_LEVELS, check_opt_level, ort_module, providers_for, session_options,
+    DEVICES, OPT_LEVELS, check_opt_level, ort_module, providers_for, reads_folders, session_options,
 )
 from onnxprobe.text import as_word
 from onnxprobe.types import element_count
@@ -255,14 +255,6 @@ def _weights_in_place(so, sk: onnx.ModelProto, big: list[tuple[str, onnx.TensorP
         so.add_session_config_entry("session.use_external_initializer_file_buffers_directly", "1")
     so.add_external_initializers_from_files_in_memory([f for f, _ in places.values()], buffers, [b.nbytes for b in buffers])
     return buffers, point_stubs_at(sk, places), {}, None  # last: nothing can fail between this and their unpointing
-
-
-_READS_FOLDERS = ort_options.READS_FOLDERS  # a test sets another
-
-
-def reads_folders() -> bool:
-    """Whether this onnxruntime reads a model's external data from the folder it is told (``ort_options.reads_folders``)."""
-    return ort_options.reads_folders(_READS_FOLDERS)
 
 
 _OPSET_RE = re.compile(r"Current official support for domain ai\.onnx is till opset (\d+)")

@@ -195,7 +195,8 @@ def check_files(states: dict) -> None:
 READS_FOLDERS = (1, 21)
 
 
-def reads_folders(since: tuple[int, int] = READS_FOLDERS) -> bool:
-    """Whether this onnxruntime reads a model's external data from the folder it is told (``since`` and later): where
-    the served mode (``runtime.direct``, no onnx imported) can point it at a private copy of the weights too."""
-    return since <= tuple(int(p) for p in re.findall(r"\d+", ort_module().__version__)[:2])
+def reads_folders() -> bool:
+    """Whether this onnxruntime reads a model's external data from the folder it is told (READS_FOLDERS and later):
+    where a session can be pointed at external data files, a private copy of the weights included (here, onnx-free, for
+    the served mode too: ``runtime.direct``)."""
+    return READS_FOLDERS <= tuple(int(p) for p in re.findall(r"\d+", ort_module().__version__)[:2])
