@@ -18,7 +18,8 @@ from typer.testing import CliRunner
 
 from onnxprobe.cli.main import app
 from onnxprobe.stats.moments import Moments
-from onnxprobe.stats.pooled import PairSums, pair_sums
+from onnxprobe.stats.host_sums import pair_sums
+from onnxprobe.stats.pooled import PairSums
 from onnxprobe.stats.tensor_stats import TensorStats
 
 runner = CliRunner()

@@ -31,7 +31,7 @@ def _oracle(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def test_host_sums_of_float16_give_the_quotient_past_65504():
-    from onnxprobe.stats.pooled import pair_sums
+    from onnxprobe.stats.host_sums import pair_sums
 
     a, b = (X * C_A).astype(np.float16), (X * C_B).astype(np.float16)
     want = _oracle(a, b)

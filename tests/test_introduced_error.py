@@ -15,7 +15,8 @@ from onnx import TensorProto, helper, numpy_helper
 from onnxprobe import api
 from onnxprobe.graph.pair_nodes import PairBuilder
 from onnxprobe.runtime.runners import base as base_runner
-from onnxprobe.stats.pooled import LIGHT_FIELDS, PairSums, pair_sums
+from onnxprobe.stats.host_sums import pair_sums
+from onnxprobe.stats.pooled import LIGHT_FIELDS, PairSums
 
 
 def _two_layers(path, w1: np.ndarray, w2: np.ndarray) -> str:

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from onnxprobe.cli.main import app
 from onnxprobe.stats.metrics import Tolerance
-from onnxprobe.stats.pooled import pair_sums
+from onnxprobe.stats.host_sums import pair_sums
 
 
 def _affine(path, w: float, c: float, dtype=TensorProto.FLOAT, np_dt=np.float32, dim="N") -> str:

@@ -8,7 +8,7 @@ import pytest
 
 from onnxprobe import api
 from onnxprobe.stats.metrics import Tolerance
-from onnxprobe.stats.pooled import pair_sums
+from onnxprobe.stats.host_sums import pair_sums
 
 
 @pytest.mark.parametrize("metric", ["max_abs", "mean_abs", "rmse"])

@@ -17,7 +17,8 @@ from conftest import make_model, sample_path
 from onnxprobe import api
 from onnxprobe.cli.main import app
 from onnxprobe.stats.metrics import METRICS, Tolerance
-from onnxprobe.stats.pooled import PairSums, pair_sums
+from onnxprobe.stats.host_sums import pair_sums
+from onnxprobe.stats.pooled import PairSums
 
 runner = CliRunner()
 X = np.array([[0.2, 0.9, 0.4, 0.7], [0.6, 0.1, 0.8, 0.3]], np.float32)  # 4 below 0.5, 4 above

@@ -37,7 +37,8 @@ from onnxprobe.graph.stale_shapes import stale_note, stale_shapes, without_shape
 from onnxprobe.graph.walk import needed_nodes
 from onnxprobe.match.engine import Pair
 from onnxprobe.runtime.runners import base as base_runner
-from onnxprobe.stats.pooled import PairSums, pair_sums
+from onnxprobe.stats.host_sums import pair_sums_many
+from onnxprobe.stats.pooled import PairSums
 from onnxprobe.types import element_count
 
 ROW_PREFIX, SHAPE_PREFIX = "onnxprobe.pair:", "onnxprobe.pairshape:"
@@ -297,7 +298,9 @@ def _prune(g: onnx.GraphProto, outputs: list[str]) -> None:
 
 def _read_raw(got: dict, raw: dict[int, list[str]], report: list[Pair], sample: int, out: Fused, rtol_of,
               same: frozenset = frozenset()) -> None:
-    """The small pairs: their values, summed on the host (``stats.pooled.pair_sums``, as the host path)."""
+    """The small pairs: their values, summed on the host (``stats.host_sums.pair_sums_many``: a stack of those of one
+    shape at a time, to the bits of the host path's ``pair_sums``)."""
+    full, light = [], []  # (k, a, b, rtol): the pairs' own sums and their introduced errors'
     for k, names in raw.items():
         va, vb = (got.get(t) for t in names[:2])
         if va is None or vb is None:
@@ -306,12 +309,15 @@ def _read_raw(got: dict, raw: dict[int, list[str]], report: list[Pair], sample: 
             out.problems[k] = (list(np.shape(va)), list(np.shape(vb)))
             continue
         rtol = rtol_of(report[k])
-        out.sums[k] = pair_sums(va, vb, rtol, sample)
+        full.append((k, va, vb, rtol))
         vc = got.get(names[2]) if len(names) > 2 else None
         if vc is not None and np.shape(vc) == np.shape(va):
-            out.introduced[k] = pair_sums(va, vc, rtol, sample, light=True)
+            light.append((k, va, vc, rtol))
         elif k in same:  # B's node is A's own: what its cone would give is A's tensor
-            out.introduced[k] = pair_sums(va, va, rtol, sample, light=True)
+            light.append((k, va, va, rtol))
+    for todo, into, is_light in ((full, out.sums, False), (light, out.introduced, True)):
+        sums = pair_sums_many([(a, b) for _, a, b, _ in todo], [r for *_, r in todo], sample, light=is_light)
+        into.update((k, s) for (k, *_), s in zip(todo, sums))
 
 
 def profile(a: Side, fg: FusedGraph, feeds: dict, report: list[Pair], out: Fused) -> None:

@@ -30,7 +30,8 @@ from onnxprobe.match.engine import Matching, Pair
 from onnxprobe.text import quote
 from onnxprobe.runtime.budget import default_budget, plan_chunks
 from onnxprobe.stats.metrics import EXACT_INTEGERS, Tolerance
-from onnxprobe.stats.pooled import PairSums, pair_sums
+from onnxprobe.stats.host_sums import pair_sums
+from onnxprobe.stats.pooled import PairSums
 
 
 @dataclass

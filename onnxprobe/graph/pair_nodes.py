@@ -1,7 +1,7 @@
 """In-graph pair metrics: the nodes that reduce two tensors a (under test) and b (the reference) of one
 shape to three small outputs (the maxima, the argmax and the float64 sums; their fields ``PAIR_ROW``),
 so that only scalars leave the run; the host turns them into the same ``PairMetrics`` as the host's
-``stats.pooled.pair_sums`` (``compare.fused``).
+``stats.host_sums.pair_sums`` (``compare.fused``).
 
 d = a - b in float32 (as the host's fast path), the flat argmax of |d| and |d| there (its maximum), max
 |b|, the allclose excess max(|d| - rtol |b|), max |d| / max(|b|, float32's smallest subnormal) (``stats.metrics``: |d| / |b|,

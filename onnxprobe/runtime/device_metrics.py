@@ -1,10 +1,10 @@
 """Pair metrics computed where the tensors are: a small ONNX model run through IOBinding on the
 tensors' device, so that only scalars cross to the host. Used for tensors that live on a GPU; on the
-CPU the tensors already are on the host and numpy (stats.pooled.pair_sums) does the same work.
+CPU the tensors already are on the host and numpy (stats.host_sums.pair_sums) does the same work.
 
 The model flattens a and b (float32), computes |a-b| with its maximum and argmax in float32, and the
 sums (|a-b|, (a-b)^2, a^2, b^2, ab) in float64; ``sums_on_device`` turns the scalars into the same
-PairSums as stats.pooled.pair_sums. A non-finite value anywhere sends the pair to the host's masked path.
+PairSums as stats.host_sums.pair_sums. A non-finite value anywhere sends the pair to the host's masked path.
 """
 
 from __future__ import annotations

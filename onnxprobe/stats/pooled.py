@@ -28,9 +28,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from onnxprobe.stats.metrics import IntroducedError, PairMetrics, from_sums, rel_limits, sqnr_from_norms
+from onnxprobe.stats.metrics import IntroducedError, PairMetrics, from_sums, sqnr_from_norms
 from onnxprobe.stats.moments import exact_sum, value_of
-from onnxprobe.stats.tensor_stats import dot, unit_for
 from onnxprobe.text import NONFINITE_JSON, json_float, json_word
 
 SUMS = ("sum_abs", "dd", "aa", "bb", "ab")
@@ -138,7 +137,7 @@ class PairSums:
                           excess=self.excess, max_rel=self.max_rel, shape=self.worst_shape, rtol=rtol, count=self.count,
                           nonfinite_mismatch=self.mismatch)
             if self.exp:  # cosine and SQNR are ratios, the same in any unit; the means are not
-                m = replace(m, mean_abs=_ldexp(m.mean_abs, self.exp), rmse=_ldexp(m.rmse, self.exp))
+                m = replace(m, mean_abs=ldexp_inf(m.mean_abs, self.exp), rmse=ldexp_inf(m.rmse, self.exp))
         return replace(m, nonfinite_same=self.nonfinite_same())
 
     def nonfinite_same(self) -> int | None:
@@ -283,122 +282,7 @@ def merged_shape(x: tuple | None, y: tuple | None) -> tuple | None:
     return tuple(p if p == q else None for p, q in zip(x, y))
 
 
-def pair_sums(a: np.ndarray, b: np.ndarray, rtol: float = 0.0, sample: int = 0, light: bool = False) -> PairSums:
-    """One sample's sums of a pair of numpy arrays of one shape. Finite float32 pairs (the common case)
-    take a fast path: the difference in float32 (exact when a and b are within a factor of two of each
-    other, else rounded to 2^-24 relative), products and sums in float64 without float64 copies
-    (einsum). Anything else goes through a masked float64 path, over the positions finite on both sides
-    (non-finite values must agree exactly: NaN with NaN, +Inf with +Inf, else they count as mismatches).
-    ``light``: an introduced error's sums (the module doc), without the passes over |b|."""
-    a, b = np.asarray(a), np.asarray(b)
-    if a.shape != b.shape:
-        raise ValueError(f"shapes differ: {a.shape} vs {b.shape}")
-    with np.errstate(invalid="ignore", over="ignore"):  # +Inf and -Inf summed: NaN, which sends it to _masked
-        finite = a.size and np.isfinite(np.add.reduce(a, axis=None, dtype=np.float64)) and np.isfinite(
-            np.add.reduce(b, axis=None, dtype=np.float64))
-    if a.size == 0 or a.dtype != np.float32 or b.dtype != np.float32 or not finite:
-        return _masked(a, b, rtol, sample, light)
-    af, bf = a.reshape(-1), b.reshape(-1)
-    with np.errstate(over="ignore"):  # an overflow is caught below
-        d = np.subtract(af, bf)
-    np.abs(d, out=d)
-    k = int(np.argmax(d))
-    max_abs = float(d[k])
-    if not math.isfinite(max_abs):  # a - b past float32's range (opposite signs near 3.4e38): in float64
-        return _masked(a, b, rtol, sample, light)
-
-    def dot(x: np.ndarray, y: np.ndarray) -> float:  # products and sum in float64, no float64 copies
-        return float(np.einsum("i,i->", x, y, dtype=np.float64))
-
-    sum_abs, dd, aa, bb, ab = float(np.add.reduce(d, dtype=np.float64)), dot(d, d), dot(af, af), dot(bf, bf), dot(af, bf)
-    if light:
-        return PairSums.one(sample, a.shape, count=af.size, max_abs=max_abs, argmax=k, b_absmax=0.0, excess=0.0,
-                            max_rel=0.0, sum_abs=sum_abs, dd=dd, aa=aa, bb=bb, ab=ab, light=True)
-    b_absmax = float(np.abs(bf).max())
-    excess, max_rel = _rel_maxima(af, bf, rtol)
-    excess = excess if rtol else max_abs
-    return PairSums.one(sample, a.shape, count=af.size, max_abs=max_abs, argmax=k, b_absmax=b_absmax, excess=excess,
-                        max_rel=max_rel, sum_abs=sum_abs, dd=dd, aa=aa, bb=bb, ab=ab)
-
-
-CHUNK = 1 << 16  # elements a chunk of _rel_maxima takes to float64 (1 MiB of temporaries)
-
-
-def _rel_maxima(af: np.ndarray, bf: np.ndarray, rtol: float) -> tuple[float, float]:
-    """The allclose excess max(|a-b| - rtol |b|) and the max relative error of two flat float32 arrays, in
-    float64 as the rest of the host's metrics (in float32, rtol |b| rounded: a pair one float64 ulp over
-    rtol passed), a chunk at a time: no float64 copy of a whole tensor."""
-    tiny, big = rel_limits(np.float32)
-    excess = max_rel = -math.inf
-    for k in range(0, af.size, CHUNK):
-        a64, b64 = af[k:k + CHUNK].astype(np.float64), bf[k:k + CHUNK].astype(np.float64)
-        d = np.abs(a64 - b64)
-        absb = np.abs(b64)
-        with np.errstate(over="ignore"):  # rtol |b| past float64 (any finite rtol is taken): -inf, no warning
-            excess = max(excess, float((d - rtol * absb).max()))
-        max_rel = max(max_rel, float((d / np.maximum(absb, tiny)).max()))  # <= 4.8e83: no overflow
-    return excess, max_rel if max_rel <= big else math.inf  # as the graph's float32 quotient overflows
-
-
-def _masked(a: np.ndarray, b: np.ndarray, rtol: float, sample: int, light: bool = False) -> PairSums:
-    a64 = np.asarray(a, np.float64)
-    b64 = np.asarray(b, np.float64)
-    ints = a.dtype.kind in "iub" and b.dtype.kind in "iub"
-    fa, fb = np.isfinite(a64), np.isfinite(b64)
-    both = fa & fb
-    same_nonfinite = (~fa & ~fb) & ((np.isnan(a64) & np.isnan(b64)) | (a64 == b64))
-    mismatch = int((~both & ~same_nonfinite).sum())
-    n = int(both.sum())
-    if n == 0:
-        return PairSums.one(sample, a64.shape, count=0, max_abs=0.0, argmax=0, b_absmax=0.0, excess=0.0, max_rel=0.0,
-                            sum_abs=0.0, dd=0.0, aa=0.0, bb=0.0, ab=0.0, mismatch=mismatch, light=light)
-    af, bf = np.where(both, a64, 0.0).reshape(-1), np.where(both, b64, 0.0).reshape(-1)
-    absa, absb = np.abs(af), np.abs(bf)
-    # the sums' unit: values past UNIT_RANGE are scaled by a power of two (exact) before any square
-    u = unit_for(0.0, max(float(absa.max()), float(absb.max())))
-    e = math.frexp(u)[1] - 1
-    if ints:  # a - b exactly: float64 keeps 53 bits, int64 and uint64 values have up to 64
-        d = _int_absdiff(np.asarray(a).reshape(-1), np.asarray(b).reshape(-1))
-    else:
-        with np.errstate(invalid="ignore", over="ignore"):  # Inf - Inf at positions ``both`` leaves out
-            d = np.where(both.reshape(-1), np.abs(af / u - bf / u), 0.0)  # ≤ 4 in the unit: no overflow
-    if e:
-        af, bf, absb = af / u, bf / u, absb / u
-    # max_rel: |a-b| / max(|b|, the type's smallest subnormal) (stats.metrics), in the sums' unit; 0/0 is 0
-    tiny, big = rel_limits(np.result_type(a.dtype, b.dtype))
-    with np.errstate(over="ignore", under="ignore", divide="ignore", invalid="ignore"):
-        rel = d / np.maximum(absb, tiny / u)  # tiny / u is 0 past 2^1074: b = 0 with a != 0 reads inf
-        rel[d == 0] = 0.0
-        max_rel = float(rel.max())
-        max_d = float(d.max())
-        return PairSums.one(sample, a64.shape, count=n, max_abs=_ldexp(max_d, e), argmax=int(np.argmax(d)),
-                            b_absmax=_ldexp(float(absb.max()), e), excess=_ldexp(float((d - rtol * absb).max()), e),
-                            max_rel=max_rel if max_rel <= big else math.inf, sum_abs=float(d.sum()), dd=dot(d, d),
-                            aa=dot(af, af), bb=dot(bf, bf), ab=dot(af, bf), mismatch=mismatch,
-                            light=light, exp=e)
-
-
-def _int_absdiff(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """|a - b| of two integer arrays, exact before its one rounding to float64. Of the same 8-byte type, the
-    difference wraps modulo 2^64 and reads back right as int64 (uint64: as the larger minus the smaller)
-    wherever it fits; the rare positions where it does not (int64 values of opposite signs past 2^62)
-    are taken as Python integers."""
-    if a.dtype != b.dtype or a.dtype.itemsize < 8:
-        if a.dtype.itemsize < 8 and b.dtype.itemsize < 8:  # exact in float64 already
-            return np.abs(a.astype(np.float64) - b.astype(np.float64))
-        return np.array([float(abs(int(x) - int(y))) for x, y in zip(a.tolist(), b.tolist())], np.float64)
-    if a.dtype.kind == "u":
-        return np.where(a >= b, a - b, b - a).astype(np.float64)
-    d = np.subtract(a, b)  # wraps where the true difference is past int64's range
-    wrapped = (a < 0) != (b < 0)
-    wrapped &= (d < 0) != (a < 0)
-    out = np.abs(d.astype(np.float64))
-    for i in np.flatnonzero(wrapped):
-        out[i] = float(abs(int(a[i]) - int(b[i])))
-    return out
-
-
-def _ldexp(v: float, e: int) -> float:
+def ldexp_inf(v: float, e: int) -> float:
     """v·2^e, inf past float64's range (a maximum or mean that itself overflows)."""
     try:
         return math.ldexp(v, e)
