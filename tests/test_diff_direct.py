@@ -198,10 +198,13 @@ def _entry(cache) -> tuple[str, bytes, dict]:
     keys = [p.name.split(".")[0] for p in cache.iterdir() if p.name.endswith(".probed.json") and "template" in p.read_text()]
     assert len(keys) == 1
     data, meta = plan_cache.read_entry(keys[0])
+    assert isinstance(meta["template"], plan_cache.Deferred)  # parsed while the session builds
+    meta["template"] = meta["template"].value()
     return keys[0], data, meta
 
 
-@pytest.mark.parametrize("damage", ["class", "field", "files", "outputs", "recipe", "digest", "onnx"])
+@pytest.mark.parametrize("damage", ["class", "field", "files", "outputs", "recipe", "digest", "onnx", "template text",
+                                    "template json"])
 def test_damaged_entry_is_a_miss(tmp_path, cache, damage):
     a, b = str(sample_path("mlp")), _perturbed("mlp", tmp_path)
     first = _diff(a, b)
@@ -218,10 +221,22 @@ def test_damaged_entry_is_a_miss(tmp_path, cache, damage):
         meta["recipe"][0][2] = [-1]
     elif damage == "onnx":
         data = data[:100]
+    path = cache / plan_cache.entry_name(k, "json")
     if damage == "digest":  # written by hand: its digest is not the entry's
-        (cache / plan_cache.entry_name(k, "json")).write_text(json.dumps({**meta, "digest": "0"}))
+        line1, _, rest = path.read_bytes().partition(b"\n")
+        path.write_bytes(plan_cache.MAGIC + b"0" * (len(line1) - len(plan_cache.MAGIC)) + b"\n" + rest)
+    elif damage == "template text":  # the part parsed later is under the digest too: edited, the entry is a miss
+        text = path.read_bytes()
+        head_end = text.index(b"\n", text.index(b"\n") + 1)
+        assert b'"measured": "' in text[head_end:]  # a string still: what the template's checks take
+        path.write_bytes(text[:head_end] + text[head_end:].replace(b'"measured": "', b'"measured": "X', 1))
+    elif damage == "template json":  # under a digest that holds, a template that is no JSON: a miss, not an error
+        plan_cache.write_entry(k, data, {**meta, "template": "{"}, later="template")
+        rest = path.read_bytes().partition(b"\n")[2]
+        rest = rest.replace(b'\n"{"', b"\n{")
+        path.write_bytes(plan_cache.MAGIC + plan_cache._digest(k, data, rest).encode() + b"\n" + rest)
     else:
-        plan_cache.write_entry(k, data, meta)
+        plan_cache.write_entry(k, data, meta, later="template")
     again = _diff(a, b)
     assert not _served(again)
     _same(first, again)
@@ -235,7 +250,7 @@ def test_served_diff_applies_the_recorded_exact_inputs(tmp_path, cache):
     r = next(r for r in first.results if r.introduced is not None and r.introduced != type(r.introduced).of(r.metrics))
     k, data, meta = _entry(cache)
     meta["template"]["alike"] = sorted({*meta["template"]["alike"], r.pair.b.name})
-    plan_cache.write_entry(k, data, meta)
+    plan_cache.write_entry(k, data, meta, later="template")
     served = _diff(a, b)
     assert _served(served)
     got = next(x for x in served.results if x.pair.b.name == r.pair.b.name)
@@ -352,7 +367,7 @@ def test_entry_with_a_template_of_other_types_is_a_miss(tmp_path, cache, field, 
     first = _diff(a, b)
     k, data, meta = _entry(cache)
     meta["template"][field] = value
-    plan_cache.write_entry(k, data, meta)
+    plan_cache.write_entry(k, data, meta, later="template")
     again = _diff(a, b)
     assert not _served(again)
     _same(first, again)

@@ -360,9 +360,20 @@ def test_trimming_deletes_half_entries_and_stale_temporaries(cache, monkeypatch)
 
 
 def _entries(cache):
+    """Each entry's .json file and its metadata (the text past the digest's line, to the part written later)."""
     import json
 
-    return [(f, json.loads(f.read_text())) for f in cache.glob("*.json")]
+    return [(f, json.loads(f.read_bytes().partition(b"\n")[2].partition(b"\n")[0])) for f in cache.glob("*.json")]
+
+
+def _rewrite(f, meta) -> None:
+    """``meta`` as entry file ``f``'s metadata, under a digest that holds: what the entry's own checks must refuse."""
+    import json
+
+    k = f.name.split(".")[0]
+    rest = json.dumps(meta).encode() + b"\n"
+    data = plan_cache._read(f.with_name(plan_cache.entry_name(k, "onnx")))
+    f.write_bytes(plan_cache.MAGIC + plan_cache._digest(k, data, rest).encode() + b"\n" + rest)
 
 
 @pytest.mark.parametrize("edit", [
@@ -375,12 +386,11 @@ def _entries(cache):
     lambda m: {**m, "probes": [{**p, "ref": {**p["ref"], "nosuch": 1}} for p in m["probes"]]},
 ])
 def test_an_edited_plan_entry_is_a_miss(cache, rewrites, edit):
-    import json
 
     want = _stats(_layers(sample_path("mlp"), cache=False))
     _layers(sample_path("mlp"))
     (f, meta), = _entries(cache)
-    f.write_text(json.dumps(edit(meta)))
+    _rewrite(f, edit(meta))
     n = len(rewrites)
     res = _layers(sample_path("mlp"))
     assert len(rewrites) == n + 1 and _stats(res) == want
@@ -400,7 +410,6 @@ def test_an_edited_plan_entry_is_a_miss(cache, rewrites, edit):
     lambda m: {k: v for k, v in m.items() if k != "same_weights"},  # an entry of the build before
 ])
 def test_an_edited_diff_entry_is_a_miss(cache, builds, tmp_path, edit):
-    import json
 
     a, b = _scaled_copy(sample_path("cnn"), tmp_path / "a.onnx", 1.001), sample_path("cnn")
     cfg = api.RunConfig(device="cpu")
@@ -408,9 +417,9 @@ def test_an_edited_diff_entry_is_a_miss(cache, builds, tmp_path, edit):
     fused = [(f, m) for f, m in _entries(cache) if isinstance(m, dict) and m.get("kind") == "fused"]
     assert len(fused) == 1 and len(builds) == 1
     f, meta = fused[0]
-    f.write_text(json.dumps(edit(meta)))
+    _rewrite(f, edit(meta))
     for g, m in _entries(cache):  # the request's own entry (api.diff_direct) would serve it without the merged graph's
-        if isinstance(m, dict) and "template" in m:
+        if isinstance(m, dict) and m.get(plan_cache.LATER) == "template":
             g.unlink()
             g.with_suffix(".onnx").unlink()
     again = api.diff(a, b, selection=api.Selection(all=True), config=cfg, fuse=True)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 from types import SimpleNamespace
 
-from onnxprobe.api.diff_ticket import ENTRY, Prepared, Ticket
+from onnxprobe.api.diff_ticket import ENTRY, Prepared, Ticket, template_fits
 # imported with this module, not inside served's guard: an import that a Ctrl-C breaks (a C extension's ImportError or
 # RuntimeError) would read there as an entry it cannot serve, and the Ctrl-C be lost (QA)
 from onnxprobe.compare.diff import assembled, judged
@@ -105,7 +105,7 @@ def _remember(t: Ticket, res) -> None:
     meta = {"entry": ENTRY, "outputs": list(fg.outputs), "recipe": recipe, "seed": int(t.spec.seed),
             "int_range": [int(v) for v in t.spec.int_range], "packed": packed, "files": records, "template": template,
             **outside}
-    plan_cache.write_entry(t.key, serialised, meta)
+    plan_cache.write_entry(t.key, serialised, meta, later="template")  # parsed while the session builds
 
 
 def _outside(t: Ticket, fg, held: list[dict]) -> tuple[dict, list, dict] | None:
@@ -151,8 +151,10 @@ def served(t: Ticket, build, got: Prepared):
 
 def _served(t: Ticket, got: Prepared, build):
     meta, feeds = got.meta, got.feeds
-    tp = meta["template"]
-    f = thaw(tp["frozen"])  # while the session builds
+    tp = meta["template"].value()  # while the session builds, as the thaw (plan_cache.Deferred)
+    if not isinstance(tp, dict) or not template_fits(tp):
+        return None
+    f = thaw(tp["frozen"])
     report, tolerances, rtols = f["report"], f["tolerances"], tp["rtols"]
     if not (isinstance(report, list) and isinstance(tolerances, list) and isinstance(rtols, list)
             and len(report) == len(tolerances) == len(rtols)):

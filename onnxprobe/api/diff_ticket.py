@@ -92,21 +92,21 @@ def _fits(meta: dict, t: Ticket) -> bool:
     files = meta.get("files")
     return (meta.get("entry") == ENTRY and outside_fits(meta) and plan_cache.strings(meta.get("outputs"))
             and isinstance(meta.get("packed"), int)
-            and isinstance(meta.get("template"), dict) and isinstance(meta.get("seed"), int)
+            and isinstance(meta.get("template"), plan_cache.Deferred) and isinstance(meta.get("seed"), int)
             and isinstance(meta.get("int_range"), list) and len(meta["int_range"]) == 2
             and all(isinstance(v, int) for v in meta["int_range"]) and isinstance(meta.get("recipe"), list)
             and all(isinstance(r, list) and len(r) == 3 and isinstance(r[0], str) and isinstance(r[1], str)
                     and isinstance(r[2], list) and all(isinstance(d, int) and d >= 0 for d in r[2]) for r in meta["recipe"])
             and isinstance(files, list) and len(files) == 2
             and all(isinstance(f, dict) and f.get("size") == s[0] and isinstance(f.get("digest"), str)
-                    and direct.moves_fit(f.get("moves"), s[0], meta["packed"]) for f, s in zip(files, t.states))
-            and _template_fits(meta["template"]))
+                    and direct.moves_fit(f.get("moves"), s[0], meta["packed"]) for f, s in zip(files, t.states)))
 
 
-def _template_fits(tp: dict) -> bool:
+def template_fits(tp: dict) -> bool:
     """Whether the plain fields of an entry's template are of the types ``_remember`` writes (as
     ``runtime.direct._meta_fits`` checks its entries'): an entry whose digest holds but whose notes are not
-    strings, say, is a miss, not an internal error in the report."""
+    strings, say, is a miss, not an internal error in the report. Asked once the template is parsed, while the
+    session builds (``api.diff_direct``)."""
     def pair(x, ok) -> bool:  # one value of each side
         return isinstance(x, list) and len(x) == 2 and all(ok(v) for v in x)
 

@@ -161,8 +161,9 @@ def structure(model: onnx.ModelProto) -> str:
 # 39: int64 / uint64 tensors summarised in the graph carry their exact extremes, Probe.exact_extremes; 40: block
 # summaries without Σ|x| and the zero count, Probe.stats_extras, the option ``extras`` in the key; 41: a diff's rows
 # without extras leave out the argmax, and an introduced error's Σ|d| too, graph.pair_nodes.EXTRAS; 42: a pair row's
-# Σ|d| is its last sum, not its first)
-FORMAT = 42
+# Σ|d| is its last sum, not its first; 43: the .json's first line holds the digest of the text after it, which may
+# hold a part parsed later, ``Deferred``)
+FORMAT = 43
 
 
 def key_of(parts: dict) -> str:
@@ -299,19 +300,46 @@ def load_entry(k: str, weights: dict[str, onnx.TensorProto], restore: bool = Tru
     return model, meta
 
 
+class Deferred:
+    """A part of an entry's metadata left as JSON text till it is asked for (``write_entry``'s ``later``): a diff's
+    template (7 MB of JSON for 6,000 pairs: 0.13 s to parse) is parsed while the merged graph's session builds, not
+    before the build starts. Its bytes are under the entry's digest, checked when the entry was read; ``value``
+    parses them (a ValueError for text that is no JSON)."""
+
+    def __init__(self, text: bytes):
+        self._text = text
+
+    def value(self):
+        return json.loads(self._text)
+
+
+MAGIC = b"onnxprobe-entry "  # the .json file's first line: MAGIC, the digest in hex, a newline
+
+
 def read_entry(k: str) -> tuple[bytes, dict] | None:
     """(the .onnx file's bytes, the metadata) of entry ``k`` as ``write_entry`` wrote them, checked against their
-    digest; None on a miss or a damaged entry. Not marked used (``touch``): the caller says when it serves."""
+    digest; None on a miss or a damaged entry. A part written ``later`` comes back as a ``Deferred``. Not marked
+    used (``touch``): the caller says when it serves."""
     d = cache_dir()
     if d is None:
         return None
     try:
-        meta = json.loads(_read(d / entry_name(k, "json")))
+        text = _read(d / entry_name(k, "json"))
         data = _read(d / entry_name(k, "onnx"))
         # a file cut short (a crash before its data reached the disk) or edited may still parse, as
         # another graph (a ModelProto cut after its graph has no opsets): only the bytes store wrote serve
-        if not isinstance(meta, dict) or meta.pop("digest", None) != _digest(k, data, meta):
+        first, _, rest = text.partition(b"\n")
+        if not first.startswith(MAGIC) or first[len(MAGIC):].decode("ascii") != _digest(k, data, rest):
             return None
+        head, _, later = rest.partition(b"\n")
+        meta = json.loads(head)
+        if not isinstance(meta, dict):
+            return None
+        name = meta.pop(LATER, None)
+        if name is not None:
+            if not isinstance(name, str) or name in meta:
+                return None
+            meta[name] = Deferred(later)
     except Exception:  # noqa: BLE001 - a missing or damaged entry is a miss
         return None
     return data, meta
@@ -351,9 +379,10 @@ def store_entry(k: str, model: onnx.ModelProto, meta: dict) -> None:
     write_entry(k, data, meta)
 
 
-def write_entry(k: str, data: bytes, meta: dict) -> None:
-    """Entry ``k``: ``data`` (a serialised model) and ``meta`` as JSON with their digest, then the cache trimmed to
-    its size. An entry of more than a quarter of the cache's size is not written."""
+def write_entry(k: str, data: bytes, meta: dict, later: str | None = None) -> None:
+    """Entry ``k``: ``data`` (a serialised model) and ``meta`` as JSON under their digest, then the cache trimmed to
+    its size; ``later``: a key of ``meta`` whose value ``read_entry`` leaves as JSON text (``Deferred``). An entry of
+    more than a quarter of the cache's size is not written."""
     d, limit = cache_dir(), size_limit()
     if d is None:
         return
@@ -361,8 +390,12 @@ def write_entry(k: str, data: bytes, meta: dict) -> None:
         d.mkdir(parents=True, exist_ok=True)
         if len(data) <= limit // 4:
             _write(d, entry_name(k, "onnx"), data)
-            meta = json.loads(json.dumps(meta, default=list))  # as load reads it back, for the digest
-            _write(d, entry_name(k, "json"), json.dumps({**meta, "digest": _digest(k, data, meta)}).encode())
+            head = {key: v for key, v in meta.items() if key != later}
+            if later is not None:
+                head[LATER] = later
+            rest = json.dumps(head, default=list).encode() + b"\n" + (
+                json.dumps(meta[later], default=list).encode() if later is not None else b"")
+            _write(d, entry_name(k, "json"), MAGIC + _digest(k, data, rest).encode() + b"\n" + rest)
     except (OSError, ValueError):
         pass
     try:  # after a failed write too: on a full disk, where every write fails, what failed ones left still goes
@@ -386,11 +419,15 @@ def _write(d: Path, name: str, data: bytes) -> None:
         raise
 
 
-def _digest(k: str, data: bytes, meta: dict) -> str:
-    """The hash of an entry's key and its two files' contents: its .onnx bytes and its metadata (canonical
-    JSON). The key binds the files to their name: both files of another entry copied over this one's agree
+def _digest(k: str, data: bytes, rest: bytes) -> str:
+    """The hash of an entry's key and its two files' contents: its .onnx bytes and its metadata's JSON text (the
+    .json file past its first line, as written: no second serialisation of 8 MB of a deep model's diff to check it,
+    0.17 s). The key binds the files to their name: both files of another entry copied over this one's agree
     with each other, and served another selection's (or model's) probed copy."""
-    return blake2b(k.encode() + b"\0" + data + json.dumps(meta, sort_keys=True).encode(), digest_size=16).hexdigest()
+    return blake2b(k.encode() + b"\0" + data + b"\0" + rest, digest_size=16).hexdigest()
+
+
+LATER = "~later"  # the metadata's key that names its part written after it (``write_entry``'s ``later``)
 
 
 # an entry's files, KEY (key_of's 16-byte digest in hex).probed.onnx and KEY.probed.json. Not KEY.onnx: a user's file named by a digest of
