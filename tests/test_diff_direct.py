@@ -204,7 +204,7 @@ def _entry(cache) -> tuple[str, bytes, dict]:
 
 
 @pytest.mark.parametrize("damage", ["class", "field", "files", "outputs", "recipe", "digest", "onnx", "template text",
-                                    "template json"])
+                                    "template json", "prepack"])
 def test_damaged_entry_is_a_miss(tmp_path, cache, damage):
     a, b = str(sample_path("mlp")), _perturbed("mlp", tmp_path)
     first = _diff(a, b)
@@ -221,6 +221,8 @@ def test_damaged_entry_is_a_miss(tmp_path, cache, damage):
         meta["recipe"][0][2] = [-1]
     elif damage == "onnx":
         data = data[:100]
+    elif damage == "prepack":
+        meta["prepack"] = "no"
     path = cache / plan_cache.entry_name(k, "json")
     if damage == "digest":  # written by hand: its digest is not the entry's
         line1, _, rest = path.read_bytes().partition(b"\n")

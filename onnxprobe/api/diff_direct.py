@@ -51,6 +51,7 @@ def _remember(t: Ticket, res) -> None:
     from onnxprobe.compare.frozen import freeze
     from onnxprobe.graph.merge import PREFIX, PREFIX_A
     from onnxprobe.graph.skeleton import point_stubs_at, stubs, unpoint_stubs
+    from onnxprobe.runtime.prepack import prepacks
 
     plan = res.plan
     fg = getattr(plan, "fused", None)
@@ -104,6 +105,7 @@ def _remember(t: Ticket, res) -> None:
         unpoint_stubs(pointed)
     meta = {"entry": ENTRY, "outputs": list(fg.outputs), "recipe": recipe, "seed": int(t.spec.seed),
             "int_range": [int(v) for v in t.spec.int_range], "packed": packed, "files": records, "template": template,
+            "prepack": prepacks(fg.model),  # as the session of the normal path (runtime.ort.create_session)
             **outside}
     plan_cache.write_entry(t.key, serialised, meta, later="template")  # parsed while the session builds
 

@@ -91,7 +91,7 @@ def _fits(meta: dict, t: Ticket) -> bool:
 
     files = meta.get("files")
     return (meta.get("entry") == ENTRY and outside_fits(meta) and plan_cache.strings(meta.get("outputs"))
-            and isinstance(meta.get("packed"), int)
+            and isinstance(meta.get("packed"), int) and isinstance(meta.get("prepack"), bool)
             and isinstance(meta.get("template"), plan_cache.Deferred) and isinstance(meta.get("seed"), int)
             and isinstance(meta.get("int_range"), list) and len(meta["int_range"]) == 2
             and all(isinstance(v, int) for v in meta["int_range"]) and isinstance(meta.get("recipe"), list)

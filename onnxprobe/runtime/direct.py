@@ -80,6 +80,7 @@ def entry(key: str, path: str, before: tuple, plan_model: "onnx.ModelProto", wei
     weight not stored in the file as its own bytes (``_DATA_FIELDS``) or not the bytes the run used, inputs the recipe does not make
     again. The file is read a CHUNK at a time, hashed, each stub's bytes compared with its tensor as they pass."""
     from onnxprobe.graph.skeleton import point_stubs_at, skeleton, stubs, weights_of
+    from onnxprobe.runtime.prepack import prepacks
 
     recipe = recipe_of(feed, seed, int_range)
     if recipe is None:  # (a file past MAX_FILE: file_weights refuses it)
@@ -109,7 +110,7 @@ def entry(key: str, path: str, before: tuple, plan_model: "onnx.ModelProto", wei
     meta = {"probes": [p.record() for p in probes], "outputs": list(outputs), "own": list(own), "recipe": recipe,
             "seed": int(seed), "int_range": [int(int_range[0]), int(int_range[1])], "notes": list(notes),
             "warnings": list(warnings), "runtime_options": dict(runtime_options), "moves": record.pop("moves"),
-            "packed": packed, "file": record, **outside}
+            "packed": packed, "file": record, "prepack": prepacks(plan_model), **outside}
     plan_cache.write_entry(key, serialised, meta)
     return True
 
@@ -181,6 +182,7 @@ def _meta_fits(meta: dict) -> bool:
     return (all(isinstance(meta.get(k), list) for k in lists) and plan_cache.strings(meta["outputs"])
             and plan_cache.strings(meta["own"]) and plan_cache.strings(meta["notes"]) and plan_cache.strings(meta["warnings"])
             and isinstance(meta.get("seed"), int) and isinstance(meta.get("runtime_options"), dict)
+            and isinstance(meta.get("prepack"), bool)
             and isinstance(file, dict) and isinstance(file.get("size"), int) and isinstance(file.get("digest"), str)
             and isinstance(meta.get("packed"), int) and moves_fit(meta.get("moves"), file["size"], meta["packed"])
             and len(meta["int_range"]) == 2 and all(isinstance(v, int) for v in meta["int_range"])
@@ -304,10 +306,12 @@ def run_skeleton(skel: bytes, weights: np.ndarray, opt_level: str, feeds: dict, 
     return start_skeleton(skel, weights, opt_level).run(feeds, outputs)
 
 
-def start_skeleton(skel: bytes, weights: np.ndarray, opt_level: str, folder: str = "", watch=()) -> "Pending":
+def start_skeleton(skel: bytes, weights: np.ndarray, opt_level: str, folder: str = "", watch=(),
+                   prepack: bool = True) -> "Pending":
     """The session of ``skel`` over ``weights`` (``run_skeleton``), built from now on in a worker thread; ``watch``:
-    the external data files it reads weights from (``ort_options.watch_weight_files``)."""
-    return Pending(skel, weights, opt_level, folder, watch)
+    the external data files it reads weights from (``ort_options.watch_weight_files``); ``prepack``: as the session
+    of the normal path (``runtime.prepack``, which an entry records)."""
+    return Pending(skel, weights, opt_level, folder, watch, prepack)
 
 
 def start_drawn(skel: bytes, weights: np.ndarray, opt_level: str, meta: dict) -> tuple["Pending", dict]:
@@ -315,7 +319,8 @@ def start_drawn(skel: bytes, weights: np.ndarray, opt_level: str, meta: dict) ->
     (``while_building``) and the inputs drawn from the entry's recipe (its ``recipe``, ``seed`` and ``int_range``:
     numpy.random's import and the draw, 0.01 s on PP-OCRv4 det): (the session, the feeds). Where either fails, the
     session is let go and the failure raised (a Ctrl-C as one)."""
-    pending = start_skeleton(skel, weights, opt_level, meta.get("folder", ""), [r["path"] for r in meta.get("data_files", [])])
+    pending = start_skeleton(skel, weights, opt_level, meta.get("folder", ""), [r["path"] for r in meta.get("data_files", [])],
+                             meta["prepack"])
     try:
         meanwhile()
         return pending, draw([(n, d, tuple(s)) for n, d, s in meta["recipe"]], meta["seed"], tuple(meta["int_range"]))
@@ -359,14 +364,15 @@ class Pending:
     waits for it and lets it go (a session left building would outlive the interpreter's shutdown). The thread is
     not a daemon: a process that ends meanwhile waits for it rather than tearing onnxruntime down under it."""
 
-    def __init__(self, skel: bytes, weights: "np.ndarray | PrivateCopy", opt_level: str, folder: str = "", watch=()):
+    def __init__(self, skel: bytes, weights: "np.ndarray | PrivateCopy", opt_level: str, folder: str = "", watch=(),
+                 prepack: bool = True):
         import threading
 
         from onnxprobe.runtime.ort_options import file_states, ort_module, session_options, watch_weight_files
 
         self._ort = ort = ort_module()
         states = file_states(watch)  # before onnxruntime maps them (a run during which one changes is refused)
-        so = session_options(ort, opt_level=opt_level, arena=True)
+        so = session_options(ort, opt_level=opt_level, arena=True, prepack=prepack)
         copy = None if isinstance(weights, np.ndarray) else weights  # a private copy (load_weights): read from its folder
         if copy is not None:
             folder = copy.folder

@@ -30,6 +30,7 @@ from onnxprobe.memory import return_freed_memory, trim, unpark
 from onnxprobe.runtime.arrays import narrow_buffer
 from onnxprobe.runtime import ort_options
 from onnxprobe.runtime.interrupt import call_interruptibly
+from onnxprobe.runtime.prepack import prepacks
 from onnxprobe.runtime.ort_options import (  # noqa: F401 (re-exported: where every caller has them from)
     DEVICES, OPT_LEVELS, check_opt_level, ort_module, providers_for, reads_folders, session_options,
 )
@@ -117,12 +118,13 @@ def create_session(model: onnx.ModelProto, *, device: str = "cpu", opt_level: st
     return_freed_memory()
     trim()  # what loading, inference and the rewrite freed: not under the run's peak
     notes: list[str] = []
+    pack = prepacks(model)  # big matrix weights: no packed copy of them (runtime.prepack)
     t0 = time.perf_counter()
     for _attempt in range(2):
         # options of their own for each try: _make registers the weights' in-memory files in them, which onnxruntime
         # refuses twice ("An entry for this name has already been added": a retry at a lowered IR version, QA)
         so = session_options(ort, opt_level=opt_level, arena=arena, threads=threads, profile_prefix=profile_prefix,
-                             optimized_path=optimized_path)
+                             optimized_path=optimized_path, prepack=pack)
         try:
             sess = _make(ort, model, so, providers_for(device, tf32), weights or {}, files)
             break

@@ -81,9 +81,12 @@ def providers_for(device: str, tf32: bool | None = None) -> list:
 
 
 def session_options(ort, *, opt_level: str = "off", arena: bool = False, threads: int | None = None,
-                    profile_prefix: str | None = None, optimized_path: str | None = None):
-    """The SessionOptions of a session (``runtime.ort.create_session``'s parameters, which it documents)."""
+                    profile_prefix: str | None = None, optimized_path: str | None = None, prepack: bool = True):
+    """The SessionOptions of a session (``runtime.ort.create_session``'s parameters, which it documents); ``prepack``
+    False: no packed copy of the matrix weights made as the session builds (``runtime.prepack``)."""
     so = ort.SessionOptions()
+    if not prepack:
+        so.add_session_config_entry("session.disable_prepacking", "1")
     if profile_prefix:
         so.enable_profiling = True
         so.profile_file_prefix = profile_prefix
