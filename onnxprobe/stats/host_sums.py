@@ -20,7 +20,8 @@ def pair_sums(a: np.ndarray, b: np.ndarray, rtol: float = 0.0, sample: int = 0, 
     """One sample's sums of a pair of numpy arrays of one shape. Finite float32 pairs (the common case)
     take a fast path: the difference in float32 (exact when a and b are within a factor of two of each
     other, else rounded to 2^-24 relative), products and sums in float64 without float64 copies
-    (einsum). Anything else goes through a masked float64 path, over the positions finite on both sides
+    (einsum); a pair of at most SMALL elements as a stack's row (``_rows``: float64 copies of 64 KiB at most,
+    the code ``pair_sums_many`` runs). Anything else goes through a masked float64 path, over the positions finite on both sides
     (non-finite values must agree exactly: NaN with NaN, +Inf with +Inf, else they count as mismatches).
     ``light``: an introduced error's sums (the module doc), without the passes over |b|."""
     a, b = np.asarray(a), np.asarray(b)
