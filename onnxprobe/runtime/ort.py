@@ -118,7 +118,8 @@ def create_session(model: onnx.ModelProto, *, device: str = "cpu", opt_level: st
     return_freed_memory()
     trim()  # what loading, inference and the rewrite freed: not under the run's peak
     notes: list[str] = []
-    pack = prepacks(model)  # big matrix weights: no packed copy of them (runtime.prepack)
+    # big matrix weights: no packed copy of them for a session that runs once; one kept for many runs packs once
+    pack = prepacks(model) or not files
     t0 = time.perf_counter()
     for _attempt in range(2):
         # options of their own for each try: _make registers the weights' in-memory files in them, which onnxruntime

@@ -8,7 +8,9 @@ whole processes, a served run): the bench's 512 MiB MLP, `layers --all` 0.75 -> 
 --all` 1.85 -> 0.45 s and 1.39 -> 1.13 GB; BERT-base exported by torch, `layers --all` 1.43 -> 1.15 s, `diff --all`
 2.6 -> 1.76 s; a chain of 2,000 MatMul [96, 96] `diff --all` 2.33 -> 2.18 s. Where the matrix weights are small
 (PP-OCRv4, convolution networks) pre-packing stays on: without it PP-OCRv4 det's `diff --all` took 33 MB more and
-2 % longer. Both ways compute the same products, rounded alike within float32 (BERT-base's outputs moved by 3e-6).
+2 % longer. Both ways compute the same products, rounded alike within float32 (BERT-base's outputs moved by 3e-6). A session kept
+for many runs (a dataset's batches, the debugger's: ``runtime.ort.create_session``'s ``files`` False) still
+pre-packs: it packs once where the product would pack each run.
 """
 
 from __future__ import annotations
