@@ -15,7 +15,8 @@ pre-packs: it packs once where the product would pack each run.
 
 from __future__ import annotations
 
-import math
+from onnxprobe.graph.constants import constants
+from onnxprobe.graph.extents import dims_nbytes
 
 # the operators whose CPU kernels pre-pack a constant input (onnxruntime's PrePack implementations of matrix products)
 PACKED_OPS = frozenset({"MatMul", "Gemm", "FusedMatMul", "FusedGemm", "MatMulNBits", "MatMulInteger", "MatMulIntegerToFloat",
@@ -29,23 +30,8 @@ def prepacks(model) -> bool:
     False when the constant inputs of its matrix products (``PACKED_OPS``), initializers or Constant nodes of its main
     graph, hold PACKED_MAX bytes or more."""
     g = model.graph
-    sizes = {t.name: _bytes(t) for t in g.initializer}
-    for n in g.node:
-        if n.op_type == "Constant" and n.output:
-            value = next((a.t for a in n.attribute if a.name == "value" and a.HasField("t")), None)
-            if value is not None:
-                sizes[n.output[0]] = _bytes(value)
+    sizes = {name: dims_nbytes(t) for name, t in constants(g).items()}  # by dims and type: a stub's bytes lie elsewhere
     read = {name for n in g.node if n.op_type in PACKED_OPS and n.domain in ("", "ai.onnx", "com.microsoft")
             for name in n.input if name in sizes}
     return sum(sizes[name] for name in read) < PACKED_MAX
 
-
-def _bytes(t) -> int:
-    """The bytes of tensor ``t`` by its dims and type (its data may be elsewhere: a stub, external data)."""
-    from onnx import helper
-
-    try:
-        item = helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
-    except (KeyError, TypeError, ValueError):  # a type numpy has no width for (strings): none packed
-        return 0
-    return math.prod(t.dims) * item
