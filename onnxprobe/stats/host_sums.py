@@ -118,13 +118,10 @@ def _rows(a2: np.ndarray, b2: np.ndarray, rtols: list[float], sample: int, light
             b_absmax = excess = max_rel = np.zeros(n)
         else:
             b_absmax = np.abs(b2).max(axis=1)
-            tiny, big = rel_limits(np.float32)
             r = np.asarray(rtols, np.float64)
-            dev = np.abs(np.subtract(a64, b64, out=a64))
-            np.abs(b64, out=b64)
-            rel = (dev / np.maximum(b64, tiny)).max(axis=1)
-            excess = np.where(r != 0, (dev - r[:, None] * b64).max(axis=1), max_abs)  # rtol |b| past float64: -inf
-            max_rel = np.where(rel <= big, rel, math.inf)  # as the graph's float32 quotient overflows
+            excess, rel = _rel_rows(a64, b64, r)
+            excess = np.where(r != 0, excess, max_abs)
+            max_rel = np.where(rel <= rel_limits(np.float32)[1], rel, math.inf)  # as the graph's float32 quotient overflows
     m = math.prod(shape)
     return [PairSums.one(sample, shape, count=m, max_abs=float(max_abs[j]), argmax=int(k[j]), b_absmax=float(b_absmax[j]),
                          excess=float(excess[j]), max_rel=float(max_rel[j]), sum_abs=float(sum_abs[j]), dd=float(dd[j]),
@@ -139,16 +136,22 @@ def _rel_maxima(af: np.ndarray, bf: np.ndarray, rtol: float) -> tuple[float, flo
     """The allclose excess max(|a-b| - rtol |b|) and the max relative error of two flat float32 arrays, in
     float64 as the rest of the host's metrics (in float32, rtol |b| rounded: a pair one float64 ulp over
     rtol passed), a chunk at a time: no float64 copy of a whole tensor."""
-    tiny, big = rel_limits(np.float32)
     excess = max_rel = -math.inf
     for k in range(0, af.size, CHUNK):
         a64, b64 = af[k:k + CHUNK].astype(np.float64), bf[k:k + CHUNK].astype(np.float64)
-        d = np.abs(a64 - b64)
-        absb = np.abs(b64)
-        with np.errstate(over="ignore"):  # rtol |b| past float64 (any finite rtol is taken): -inf, no warning
-            excess = max(excess, float((d - rtol * absb).max()))
-        max_rel = max(max_rel, float((d / np.maximum(absb, tiny)).max()))  # <= 4.8e83: no overflow
-    return excess, max_rel if max_rel <= big else math.inf  # as the graph's float32 quotient overflows
+        e, r = _rel_rows(a64.reshape(1, -1), b64.reshape(1, -1), np.array([rtol], np.float64))
+        excess, max_rel = max(excess, float(e[0])), max(max_rel, float(r[0]))  # max_rel <= 4.8e83: no overflow
+    return excess, max_rel if max_rel <= rel_limits(np.float32)[1] else math.inf  # as the graph's float32 quotient overflows
+
+
+def _rel_rows(a64: np.ndarray, b64: np.ndarray, rtols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's allclose excess max(|a-b| - rtol |b|) (its rtol of ``rtols``) and max relative error
+    |a-b| / max(|b|, float32's smallest subnormal), of two float64 arrays (n, m), which it overwrites."""
+    dev = np.abs(np.subtract(a64, b64, out=a64))
+    absb = np.abs(b64, out=b64)
+    with np.errstate(over="ignore"):  # rtol |b| past float64 (any finite rtol is taken): -inf
+        excess = (dev - rtols[:, None] * absb).max(axis=1)
+        return excess, (dev / np.maximum(absb, rel_limits(np.float32)[0])).max(axis=1)
 
 
 def _masked(a: np.ndarray, b: np.ndarray, rtol: float, sample: int, light: bool = False) -> PairSums:
