@@ -1,7 +1,7 @@
 """grad --check of a tensor whose values are tiny next to what they are added to (a bias initialised at ~1e-6, as
 torchvision's ViT does its MLP biases): steps relative to its RMS (1e-12) left the loss's rounding at 3e-6 of the
 slope, which read as a disagreement past the tolerance 1e-6 and failed a right gradient (QA). A disagreement no
-larger than the rounding is not measured, and larger steps (up to a tenth of the tensor's scale) are tried.
+larger than the rounding is not measured, and larger steps (up to the tensor's RMS) are tried.
 Oracle: the exact gradient of sum(W2 tanh(h + b)) in float64, and the same gradient made wrong."""
 
 from __future__ import annotations

@@ -367,9 +367,9 @@ def _best_step(name: str, g: np.ndarray, v: np.ndarray, h0: float, loss, L0: flo
 
     def coarsen(i: int) -> int:
         """After the last step: a tenfold larger one (1 added; else 0) where only the loss's rounding made a step
-        disagree (``coarse``) and none agreed, while it stays a tenth of the tensor's scale at most."""
+        disagree (``coarse``) and none agreed, while it stays within the tensor's scale (its RMS: each value moved by its own size at most)."""
         up = max(steps) * 10
-        if i == len(steps) and coarse and not settled and ups < COARSEN64 and up <= 0.1 * scale and \
+        if i == len(steps) and coarse and not settled and ups < COARSEN64 and up <= scale and \
                 (best is None or best[0] > tol):
             steps.append(up)
             return 1
