@@ -320,37 +320,6 @@ def _read_raw(got: dict, raw: dict[int, list[str]], report: list[Pair], sample: 
         into.update((k, s) for (k, *_), s in zip(todo, sums))
 
 
-def profile(a: Side, fg: FusedGraph, feeds: dict, report: list[Pair], out: Fused) -> None:
-    """Run the merged graph once more under onnxruntime's profiler: each pair's two producers' kernel
-    times (``out.profile``) and where the run's time went (``out.profile_summary``)."""
-    from onnxprobe.runtime.profile import profile as run_profiled
-
-    if fg.model is None:
-        return
-    runner = a.runner
-    # own=set(): every node of the models is prefixed (onnxprobe.a/, onnxprobe.b/) in the merged graph, so a
-    # node named as a probe is one of ours (by default every node of the graph profiled is the model's own,
-    # and the metrics read 0 ms: QA)
-    p = run_profiled(fg.model, feeds, fg.outputs, device=runner.device, opt_level=runner.config.opt_level,
-                     weights=fg.weights, own=set())
-    times = p.of_tensor()
-
-    def ms(names: dict, prefix: str, *tensors: str) -> float | None:  # the layer's own tensor first (not an added dequantization)
-        # a body's tensor is in no map of main-graph names: the merge prefixed it as every name (graph.merge)
-        merged = [names.get(t, prefix + t) for t in tensors if t]
-        return next((times[m][0] for m in merged if m in times and times[m][0] is not None), None)
-
-    for k, q in enumerate(report):
-        # A's key first: in a QDQ model the float tensor the pair stands for is the layer's own output (a Conv's),
-        # ahead of the QuantizeLinear -> DequantizeLinear whose output is compared
-        out.profile[k] = (ms(fg.aname, PREFIX_A, q.a.key, q.a.name, q.a.probe), ms(fg.bname, PREFIX_B, q.b.name, q.b.probe))
-    a_ms = sum(v for n, v in p.node_ms.items() if n.startswith("onnxprobe.a/"))
-    b_ms = sum(v for n, v in p.node_ms.items() if n.startswith("onnxprobe.b/"))
-    out.profile_summary = {"run_ms": round(p.total_ms, 4), "a_kernels_ms": round(a_ms, 4), "b_kernels_ms": round(b_ms, 4),
-                           "metrics_and_introduced_ms": round(p.probe_ms, 4), "layout_and_other_ms": round(p.other_ms, 4),
-                           "between_kernels_ms": round(p.between_ms, 4), "runs": p.runs}
-
-
 def _named(g: onnx.GraphProto, t: str, name: str) -> str:
     """Rename the output ``t`` of the node that writes it (the last ones added), and its readers, to ``name``."""
     if not rename_output(g, t, name):
@@ -468,4 +437,4 @@ def _sums(v: dict, shape: tuple[int, ...], sample: int, light: bool = False) -> 
                         bb=v["bb"], ab=ab, light=light)
 
 
-__all__ = ["Fused", "FusedGraph", "fusable", "build", "merged_weights", "read", "run", "runtime_shapes", "profile", "NotMergeable"]
+__all__ = ["Fused", "FusedGraph", "fusable", "build", "merged_weights", "read", "run", "runtime_shapes", "NotMergeable"]
