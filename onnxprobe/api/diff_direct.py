@@ -31,6 +31,7 @@ from onnxprobe.api.diff_ticket import ENTRY, Prepared, Ticket, template_fits
 from onnxprobe.compare.diff import assembled, judged
 from onnxprobe.compare.frozen import thaw
 from onnxprobe.compare.fused import read
+from onnxprobe.compare.fused_stacks import fits
 from onnxprobe.compare.fused_cache import same_pairs
 from onnxprobe.compare.measure import Measured
 from onnxprobe.compare.sides import Side
@@ -97,6 +98,7 @@ def _remember(t: Ticket, res) -> None:
         "exact": sorted({r.pair.b.name for r in res.results if r.metrics is not None and r.metrics.exact}),
         "alike": sorted(exact[1]) if exact is not None else [],
         "raw": {str(k): list(v) for k, v in fg.raw.items()}, "extras": bool(fg.extras), "same": sorted(fg.same),
+        "stacks": fg.stacks,
     }
     pointed = point_stubs_at(fg.model, files)
     try:
@@ -168,10 +170,10 @@ def _served(t: Ticket, got: Prepared, build):
                            per_tensor=f["per_tensor"])
     raw = {int(k): v for k, v in tp["raw"].items()}
     same = same_pairs(tp.get("same"), len(report))  # checked here, where the pairs are counted
-    if same is None:
+    if same is None or not fits(tp.get("stacks"), len(report)):
         return None
     fetched = got.pending.run(feeds, meta["outputs"])[0]
-    out = read(fetched, report, raw, 0, plan.rtol_of, plan.tolerance_of, plan.extras, same)
+    out = read(fetched, report, raw, 0, plan.rtol_of, plan.tolerance_of, plan.extras, same, tp["stacks"])
     if out.problems or set(out.sums) != set(range(len(report))):
         return None  # a pair handed back to the host (NaN / Inf, a maximum too near its threshold): the normal path
     measured = {k: Measured(s, out.introduced.get(k), in_graph=True) for k, s in out.sums.items()}

@@ -13,7 +13,7 @@ from onnxprobe.api.lean import servable, servable_file, settings_request
 from onnxprobe.runtime import direct, plan_cache
 from onnxprobe.types import InputSpec, RunConfig
 
-ENTRY = 1  # the layout of an entry's metadata (``_template``): another one is a miss
+ENTRY = 2  # the layout of an entry's metadata (``_template``): another one is a miss
 
 
 class Ticket:

@@ -2,7 +2,8 @@
 graph right behind its two producers (``graph.pair_nodes``), and each layer's introduced error there
 too: B's node(s) fed with A's matched inputs (``compare.introduced.cone``), compared with A's tensor.
 Only [1, 11] rows and shapes leave the run, so no activation is held on the host, whatever the model
-sizes: memory is that of the two models running side by side.
+sizes: memory is that of the two models running side by side. Small pairs leave it raw, summed on the host,
+unless many share a shape: those are measured in the graph a stack at a time (``compare.fused_stacks``).
 
 The graph is built once (``build``) and run on any number of feeds (``run``: a dataset's samples go
 through one session, kept under a cache key); each run gives one sample's ``stats.pooled.PairSums`` per
@@ -23,6 +24,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto
 
+from onnxprobe.compare import fused_stacks
 from onnxprobe.compare.introduced import cone, copy_cone
 from onnxprobe.compare.same_function import SameFunction
 from onnxprobe.compare.sides import Side
@@ -33,6 +35,7 @@ from onnxprobe.graph.merge import PREFIX_A, NotMergeable, cone_prefix, side_by_s
 from onnxprobe.graph.pair_nodes import MAXIMA, SUMS, PairBuilder, tail_order
 from onnxprobe.graph.shapes import concrete_sizes, infer_shapes, shapes_with_folded, static_shape, value_types
 from onnxprobe.graph.skeleton import large_constants, large_initializers, skeleton, stubs
+from onnxprobe.graph.stack_nodes import stackable
 from onnxprobe.graph.stale_shapes import stale_note, stale_shapes, without_shapes
 from onnxprobe.graph.walk import needed_nodes
 from onnxprobe.match.engine import Pair
@@ -72,6 +75,7 @@ class FusedGraph:
     extras: bool = True  # the rows hold the max relative error, Σ|a-b| and the argmax (``pair_nodes.EXTRAS``)
     same: frozenset = frozenset()  # pairs whose B node is A's own computation: no cone, introduced error exact
     same_weights: list = field(default_factory=list)  # the [B, A] stubs of equal bytes ``same`` relied on (fused_cache)
+    stacks: list = field(default_factory=list)  # small pairs measured a stack at a time (``compare.fused_stacks``)
 
 
 def fusable(a: Side, b: Side) -> str | None:
@@ -91,12 +95,17 @@ def _float32(t: onnx.TypeProto | None) -> bool:
 
 
 def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, introduced: bool,
-          input_shapes: dict | None = None, skip: frozenset[int] = frozenset(), extras: bool = True) -> FusedGraph:
+          input_shapes: dict | None = None, skip: frozenset[int] = frozenset(), extras: bool = True,
+          fixed: bool = False) -> FusedGraph:
     """The merged graph that measures ``report`` in one run. ``by_b``: B probe -> its pair, for every
     float pair of the matching (cones stop at those tensors); ``rtol_of(pair)``: the rtol of the pair's
     criterion. Pairs of small tensors for ``input_shapes`` (``runners.base.SMALL_ON_HOST``) leave the run
     as they are and are summed on the host (float64, any dtype), instead of a row's metric nodes (29 per pair with its
-    introduced error and without extras, 39 with them, Shape nodes included).
+    introduced error and without extras, 39 with them, Shape nodes included); but where STACK_MIN or more float32 ones
+    share a static shape and criterion, they are measured in the graph a stack of them at a time
+    (``compare.fused_stacks``: ~30 nodes a stack of up to 64 pairs, and no value on the host). ``fixed``: the graph
+    runs on feeds of ``input_shapes`` only (not a dataset's, whose samples may have others): a stack may then take
+    the shape shape inference gives a pair for them where its type has a symbolic dim.
     ``skip``: pairs (positions in ``report``) whose shapes differ at run time: left out of the graph, and
     no cone reads A's value of them in place of B's. ``extras`` False: the pairs' rows leave out the max
     relative error, Σ|a-b| nor the argmax (``pair_nodes.EXTRAS``; read as 0 and -1, which the caller does not report).
@@ -175,17 +184,46 @@ def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, 
         shape = static_shape(types.get(x)) or static_shape(types.get(y)) or concrete.get(x) or concrete.get(y)
         return p, x, y, shape, _float32(types.get(x)) and _float32(types.get(y)) and shape is not None
 
+    def recomputes(k: int, p: Pair, x: str, y: str) -> bool:  # B's node fed A's inputs, unless it is A's own
+        if not (introduced and p.b.kind == "float"):
+            return False
+        if own.same(y, x):
+            same.add(k)
+            return False
+        return True
+
+    def recomputed(k: int) -> str | None:  # a stacked pair's: the cone's output, or None
+        p, x, y = planned(k)[:3]
+        return _cone_output(g, pb, y, k, known, producer, inits, order, types) if recomputes(k, p, x, y) else None
+
+    # the small pairs of a static shape that many pairs share (a deep model's): a stack at a time, in the graph
+    # (the shape its type declares, or with ``fixed`` where a dim is symbolic the one shape inference gives both
+    # tensors for these input shapes: should a run's shapes be others, its Concat fails and the pairs are measured in
+    # separate runs, with a note)
+    candidates, stack_shape = [], {}
+    for k in range(len(report)):
+        if k in skip or report[k].a.probe not in aname or report[k].b.probe not in bname:
+            continue
+        p, x, y, _, rowable = planned(k)
+        st = static_shape(types.get(x))
+        if st is None or st != static_shape(types.get(y)) or not stackable(st, pb.opset):
+            st = tuple(concrete[x]) if fixed and x in concrete and y in concrete and tuple(concrete[x]) == tuple(concrete[y]) \
+                else None
+        if rowable and st is not None and stackable(st, pb.opset) and 4 * element_count(st) <= free:
+            at = max(order.get(id(producer[t]), -1) if t in producer else -1 for t in (x, y))
+            candidates.append((k, st, rtol_of(p), at))
+            stack_shape[k] = st
+    stacks = fused_stacks.groups(candidates)
+    stacked = {k for s in stacks for k in s}
     # the pairs no row can take have the raw budget first: it is their only way through the one run, where
     # a small pair a row could measure only saves its row's nodes
     # pairs of If-branch tensors (``match.observe``) are left to the separate runs, which read a branch that
     # did not run as no value: the merged graph exposes main-graph tensors only
-    in_main = [k for k in range(len(report)) if k not in skip and report[k].a.probe in aname and report[k].b.probe in bname]
+    in_main = [k for k in range(len(report)) if k not in skip and k not in stacked and report[k].a.probe in aname
+               and report[k].b.probe in bname]
     for k, (p, x, y, shape, rowable) in sorted(((k, planned(k)) for k in in_main), key=lambda e: e[1][4]):
         sx, sy = sizes.get(x), sizes.get(y)
-        recompute = introduced and p.b.kind == "float"  # B's node fed A's inputs, unless it is A's own
-        if recompute and own.same(y, x):
-            same.add(k)
-            recompute = False
+        recompute = recomputes(k, p, x, y)
         # small, or of a size nobody can tell and no row for it (integers, masks): the host path would
         # fetch it whole anyway, in runs of its own; here it comes out of the one run
         n = (sx + sy) if sx is not None and sy is not None else (None if rowable or sx or sy else 2 * each)
@@ -214,13 +252,16 @@ def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, 
             return c
 
         outputs += row(x, y, shape, rtol_of(p), k, full=extras, cone=cone)
+    records, stacked_outputs = fused_stacks.build(pb, stacks, lambda k: (*planned(k)[1:3], stack_shape[k], rtol_of(report[k])),
+                                                  recomputed, extras, lambda t, name: _named(g, t, name))
+    outputs += stacked_outputs
     if not outputs:
         return FusedGraph(None, [], aname, bname, notes=notes, extras=extras)
     interleave(g, original)
     del g.output[:]
     g.output.extend(onnx.ValueInfoProto(name=o) for o in outputs)
     return FusedGraph(merged, outputs, aname, bname, raw, weights, notes, extras, frozenset(same),
-                      sorted([yb, xa] for yb, xa in own.relied))
+                      sorted([yb, xa] for yb, xa in own.relied), records)
 
 
 def merged_weights(a: Side, b: Side) -> dict:
@@ -242,16 +283,19 @@ def run(a: Side, fg: FusedGraph, feeds: dict, report: list[Pair], sample: int = 
     if fg.model is None:
         return Fused()
     got, _ = a.any_runner.execute(fg.model, feeds, fg.outputs, key=key, weights=fg.weights)
-    return read(got, report, fg.raw, sample, rtol_of, tolerance_of, fg.extras, fg.same)
+    return read(got, report, fg.raw, sample, rtol_of, tolerance_of, fg.extras, fg.same, fg.stacks)
 
 
 def read(got: dict, report: list[Pair], raw: dict, sample: int = 0, rtol_of=None, tolerance_of=None,
-         extras: bool = True, same: frozenset = frozenset()) -> Fused:
-    """What a run of a merged graph measured, from its outputs ``got``: the rows of ``report``'s pairs and the
-    small ones taken raw (``raw``: ``FusedGraph.raw``), the pairs of ``same`` (``FusedGraph.same``) with an exact
-    introduced error; ``run`` documents the rest (a served diff reads its run with this too: ``api.diff_direct``)."""
+         extras: bool = True, same: frozenset = frozenset(), stacks: list = ()) -> Fused:
+    """What a run of a merged graph measured, from its outputs ``got``: the rows of ``report``'s pairs, those of its
+    stacks (``stacks``: ``FusedGraph.stacks``) and the small ones taken raw (``raw``: ``FusedGraph.raw``), the pairs
+    of ``same`` (``FusedGraph.same``) with an exact introduced error; ``run`` documents the rest (a served diff reads
+    its run with this too: ``api.diff_direct``)."""
     out = Fused()
     _read(got, report, sample, out, tolerance_of, extras, same)
+    for k, r, ri, shape in fused_stacks.rows(got, stacks, extras):
+        _take(out, k, r, ri, shape, sample, tolerance_of(report[k]) if tolerance_of is not None else None, extras, same)
     _read_raw(got, raw, report, sample, out, rtol_of or (lambda p: 0.0), same)
     return out
 
@@ -263,7 +307,7 @@ def runtime_shapes(a: Side, fg: FusedGraph, feeds: dict) -> dict[int, tuple[list
     if fg.model is None:
         return {}
     shapes = [o for o in fg.outputs if o.startswith(SHAPE_PREFIX) and o[-1] in "ab"]
-    small = [t for names in fg.raw.values() for t in names[:2]]
+    small = [t for names in [*fg.raw.values(), *(n for s in fg.stacks for n in s["names"])] for t in names[:2]]
     wanted = list(dict.fromkeys(shapes + small))
     model = onnx.ModelProto()
     model.CopyFrom(fg.model)
@@ -276,7 +320,7 @@ def runtime_shapes(a: Side, fg: FusedGraph, feeds: dict) -> dict[int, tuple[list
             sa, sb = (np.asarray(got[f"{SHAPE_PREFIX}{k}{s}"]).reshape(-1).tolist() for s in "ab")
             if sa != sb:
                 out[k] = ([int(d) for d in sa], [int(d) for d in sb])
-    for k, names in fg.raw.items():
+    for k, names in [*fg.raw.items(), *((k, n) for s in fg.stacks for k, n in zip(s["pairs"], s["names"]))]:
         sa, sb = (list(np.shape(got[t])) for t in names[:2])
         if sa != sb:
             out[k] = (sa, sb)
@@ -361,22 +405,30 @@ def _read(got: dict, report: list[Pair], sample: int, out: Fused, tolerance_of=N
         if sa != sb:
             out.problems[k] = (list(sa), list(sb))
             continue
-        m = _sums(r, sa, sample)
-        if m is None:  # a NaN or Inf on a side: the masked float64 path, on the host
-            continue
-        near = tolerance_of(report[k]).near_float32_threshold if tolerance_of is not None else None
-        if near is not None and near(r["max_abs"], r["b_absmax"], r["excess"], r["max_rel"]):
-            continue  # the host's float64 excess or quotient decides the verdict
-        out.sums[k] = m
-        if ri is None and k in same:  # B's node is A's own: the row its cone would give, c = a
-            ri = {**dict.fromkeys(MAXIMA, 0.0), "argmax": 0 if extras else -1, "dd": 0.0, "aa": r["aa"], "bb": r["aa"],
-                  "sum_abs": 0.0}
-        elif ri is not None and tuple(int(d) for d in got[f"{SHAPE_PREFIX}{k}i"]) != sa:
+        if ri is not None and tuple(int(d) for d in got[f"{SHAPE_PREFIX}{k}i"]) != sa:
             ri = None
-        if ri is not None:
-            mi = _sums(ri, sa, sample, light=True)
-            if mi is not None:
-                out.introduced[k] = mi
+        _take(out, k, r, ri, sa, sample, tolerance_of(report[k]) if tolerance_of is not None else None, extras, same)
+
+
+def _take(out: Fused, k: int, r: dict, ri: dict | None, shape: tuple, sample: int, tolerance, extras: bool,
+          same: frozenset) -> None:
+    """Pair ``k``'s sums from its row ``r`` (a pair's own or a stack's) and its introduced error's from ``ri``, where the
+    float32 row can be trusted (``_sums``) and ``tolerance``'s threshold is not too near to tell; else nothing (the host
+    measures the pair)."""
+    m = _sums(r, shape, sample)
+    if m is None:  # a NaN or Inf on a side: the masked float64 path, on the host
+        return
+    near = tolerance.near_float32_threshold if tolerance is not None else None
+    if near is not None and near(r["max_abs"], r["b_absmax"], r["excess"], r["max_rel"]):
+        return  # the host's float64 excess or quotient decides the verdict
+    out.sums[k] = m
+    if ri is None and k in same:  # B's node is A's own: the row its cone would give, c = a
+        ri = {**dict.fromkeys(MAXIMA, 0.0), "argmax": 0 if extras else -1, "dd": 0.0, "aa": r["aa"], "bb": r["aa"],
+              "sum_abs": 0.0}
+    if ri is not None:
+        mi = _sums(ri, shape, sample, light=True)
+        if mi is not None:
+            out.introduced[k] = mi
 
 
 def _rows(got: dict, name: str, extras: bool = True) -> tuple[dict, dict | None] | None:

@@ -233,7 +233,8 @@ def _fused(plan: DiffPlan, feeds: dict, sample: int, key):
             try:
                 plan.fused = build_cached(plan.a, plan.b, plan.report, plan.by_b, plan.rtol_of, plan.with_cones,
                                           plan.input_shapes or {n: tuple(np.shape(v)) for n, v in feeds.items()},
-                                          frozenset(plan.skip | set(plan.unordered)), plan.extras)
+                                          frozenset(plan.skip | set(plan.unordered)), plan.extras,
+                                          fixed=plan.input_shapes is None)  # a dataset's samples may have other shapes
             except NotMergeable as e:  # measured in separate runs: said, as the JSON's in_graph 0 is not explained
                 if plan.profile:  # nothing has run yet: --profile has no one run to time (as --separate-runs)
                     apart = str(e)

@@ -130,7 +130,10 @@ SMALL_ON_HOST = (256 * 1024, 32 * 2**20, 32 * 1024)
 # too. 64 KiB, not 256: 256 made no difference to diff on PP-OCRv4 (interleaved) and would count each
 # pair of unknown size 4x larger. 32 MB, not 16: PP-OCRv4 rec's 57 such pairs (0-50 KiB each) then fit,
 # and diff --all went 2.64 -> 2.40 s for 232 -> 241 MB (interleaved).
-# The third number as SMALL_ON_HOST's, for each tensor of a pair: a row costs 29 nodes or more per pair.
+# The third number as SMALL_ON_HOST's, for each tensor of a pair: a row costs 29 nodes or more per pair. Float32
+# pairs within it that share a static shape and criterion with STACK_MIN or more others are measured in the graph
+# instead, a stack of them at a time (compare.fused_stacks: ~30 nodes a stack of up to 64 pairs): their values
+# then never reach the host (the chain above in `diff --all`: 98 MB of them, 538 -> 441 MB served).
 SMALL_PAIRS_ON_HOST = (64 * 1024, 32 * 2**20, 32 * 1024)
 
 
