@@ -17,6 +17,7 @@ in a run that computes only the pairs' shapes, and ``build(skip=...)`` leaves th
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -176,6 +177,7 @@ def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, 
         return [_named(g, t, f"{SHAPE_PREFIX}{k}{tag}" if tag in ("a", "b", "i") else f"{ROW_PREFIX}{k}{tag}")
                 for t, tag in got if t is not None]
 
+    @functools.cache  # asked for again by the stacks and the rows
     def planned(k: int) -> tuple:
         p = report[k]
         x, y = aname.get(p.a.probe, p.a.probe), bname.get(p.b.probe, p.b.probe)
@@ -205,11 +207,13 @@ def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, 
         if k in skip or report[k].a.probe not in aname or report[k].b.probe not in bname:
             continue
         p, x, y, _, rowable = planned(k)
+        if not rowable:
+            continue
         st = static_shape(types.get(x))
         if st is None or st != static_shape(types.get(y)) or not stackable(st, pb.opset):
             st = tuple(concrete[x]) if fixed and x in concrete and y in concrete and tuple(concrete[x]) == tuple(concrete[y]) \
-                else None
-        if rowable and st is not None and stackable(st, pb.opset) and 4 * element_count(st) <= free:
+                and stackable(tuple(concrete[x]), pb.opset) else None
+        if st is not None and 4 * element_count(st) <= free:
             at = max(order.get(id(producer[t]), -1) if t in producer else -1 for t in (x, y))
             candidates.append((k, st, rtol_of(p), at))
             stack_shape[k] = st

@@ -18,6 +18,7 @@ to the host).
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import NamedTuple
 
 import numpy as np
@@ -47,6 +48,7 @@ class StackRow(NamedTuple):
     sums: str
 
 
+@lru_cache(maxsize=1024)  # a model's pairs have few sizes, asked for once per pair
 def partial_length(n: int) -> int | None:
     """The length of a stack's float32 partial sums for pairs of ``n`` elements: the largest divisor of n within
     [BLOCK_MIN, ABS_ROW_MAX], n itself when n is at most ABS_ROW_MAX, else None (no stack: such pairs stay raw)."""
