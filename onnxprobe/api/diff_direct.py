@@ -31,8 +31,8 @@ from onnxprobe.api.diff_ticket import ENTRY, Prepared, Ticket, template_fits
 from onnxprobe.compare.diff import assembled, judged
 from onnxprobe.compare.frozen import thaw
 from onnxprobe.compare.fused import read
-from onnxprobe.compare.fused_stacks import fits
 from onnxprobe.compare.fused_cache import same_pairs
+from onnxprobe.compare.fused_stacks import fits
 from onnxprobe.compare.measure import Measured
 from onnxprobe.compare.sides import Side
 from onnxprobe.runtime import direct, plan_cache

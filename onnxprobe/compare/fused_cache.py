@@ -7,9 +7,9 @@ from onnxprobe.compare import fused, fused_stacks
 from onnxprobe.compare.fused import FusedGraph, merged_weights
 from onnxprobe.compare.same_function import same_bytes
 from onnxprobe.compare.sides import Side
+from onnxprobe.graph import stack_nodes
 from onnxprobe.match.engine import Pair
 from onnxprobe.runtime import plan_cache
-from onnxprobe.graph import stack_nodes
 from onnxprobe.runtime.runners import base as base_runner
 
 __all__ = ["build_cached", "same_pairs", "still_same"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from onnxprobe.compare.fused import Fused, FusedGraph
 from onnxprobe.compare.sides import Side
-from onnxprobe.graph.merge import PREFIX_A
 from onnxprobe.graph.merge import PREFIX as PREFIX_B
+from onnxprobe.graph.merge import PREFIX_A
 from onnxprobe.match.engine import Pair
 
 
