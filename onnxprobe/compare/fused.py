@@ -11,7 +11,7 @@ pair. Used when both sides are onnxruntime with the same settings (one session c
 cannot measure in the graph (a non-float32 pair, a NaN or Inf on either side: the host's masked
 float64 path; shapes that differ at run time) is handed back for the host path, which the caller runs
 on just those pairs. A pair whose two tensors' shapes differ at run time in a way the graph's rows cannot
-take (their difference broadcasts nowhere) fails the whole run: ``runtime_shapes`` then finds those pairs
+take (their difference broadcasts nowhere) fails the whole run: ``compare.fused_shapes.runtime_shapes`` then finds those pairs
 in a run that computes only the pairs' shapes, and ``build(skip=...)`` leaves them out.
 """
 
@@ -38,7 +38,6 @@ from onnxprobe.graph.shapes import concrete_sizes, infer_shapes, shapes_with_fol
 from onnxprobe.graph.skeleton import large_constants, large_initializers, skeleton, stubs
 from onnxprobe.graph.stack_nodes import stackable
 from onnxprobe.graph.stale_shapes import stale_note, stale_shapes, without_shapes
-from onnxprobe.graph.walk import needed_nodes
 from onnxprobe.match.engine import Pair
 from onnxprobe.runtime.runners import base as base_runner
 from onnxprobe.stats.host_sums import pair_sums_many
@@ -194,6 +193,12 @@ def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, 
             return False
         return True
 
+    def shape_of(t: str) -> tuple | None:  # a tensor's shape, static or for these input shapes (a stack's: ``fixed``)
+        st = static_shape(types.get(t))
+        if st is not None and all(isinstance(d, int) for d in st):
+            return tuple(st)
+        return tuple(concrete[t]) if fixed and t in concrete else None
+
     def recomputed(k: int) -> str | None:  # a stacked pair's: the cone's output, or None
         p, x, y = planned(k)[:3]
         return _cone_output(g, pb, y, k, known, producer, inits, order, types) if recomputes(k, p, x, y) else None
@@ -209,11 +214,8 @@ def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, 
         p, x, y, _, rowable = planned(k)
         if not rowable:
             continue
-        st = static_shape(types.get(x))
-        if st is None or st != static_shape(types.get(y)) or not stackable(st, pb.opset):
-            st = tuple(concrete[x]) if fixed and x in concrete and y in concrete and tuple(concrete[x]) == tuple(concrete[y]) \
-                and stackable(tuple(concrete[x]), pb.opset) else None
-        if st is not None and 4 * element_count(st) <= free:
+        st = shape_of(x)
+        if st is not None and st == shape_of(y) and stackable(st, pb.opset) and 4 * element_count(st) <= free:
             at = max(order.get(id(producer[t]), -1) if t in producer else -1 for t in (x, y))
             candidates.append((k, st, rtol_of(p), at))
             stack_shape[k] = st
@@ -247,7 +249,7 @@ def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, 
         if not rowable:  # not float32, no static rank: measured on the host
             continue
 
-        def cone(y=y, k=k, recompute=recompute) -> str | None:  # B's node recomputed on A's inputs: its introduced error
+        def recomputed_row(y=y, k=k, recompute=recompute) -> str | None:  # B's node recomputed on A's inputs: its introduced error
             if not recompute:
                 return None
             c = _cone_output(g, pb, y, k, known, producer, inits, order, types)
@@ -255,7 +257,7 @@ def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, 
                 types[c] = types.get(y)  # B's node recomputed: the type of B's tensor
             return c
 
-        outputs += row(x, y, shape, rtol_of(p), k, full=extras, cone=cone)
+        outputs += row(x, y, shape, rtol_of(p), k, full=extras, cone=recomputed_row)
     records, stacked_outputs = fused_stacks.build(pb, stacks, lambda k: (*planned(k)[1:3], stack_shape[k], rtol_of(report[k])),
                                                   recomputed, extras, lambda t, name: _named(g, t, name))
     outputs += stacked_outputs
@@ -302,46 +304,6 @@ def read(got: dict, report: list[Pair], raw: dict, sample: int = 0, rtol_of=None
         _take(out, k, r, ri, shape, sample, tolerance_of(report[k]) if tolerance_of is not None else None, extras, same)
     _read_raw(got, raw, report, sample, out, rtol_of or (lambda p: 0.0), same)
     return out
-
-
-def runtime_shapes(a: Side, fg: FusedGraph, feeds: dict) -> dict[int, tuple[list[int], list[int]]]:
-    """The pairs of ``fg`` whose two tensors' shapes differ on ``feeds`` -> (A's shape, B's), from one run
-    of a copy of the merged graph that computes those shapes and nothing after them (not the rows, which
-    fail the whole run when a pair's difference cannot broadcast)."""
-    if fg.model is None:
-        return {}
-    shapes = [o for o in fg.outputs if o.startswith(SHAPE_PREFIX) and o[-1] in "ab"]
-    small = [t for names in [*fg.raw.values(), *(n for s in fg.stacks for n in s["names"])] for t in names[:2]]
-    wanted = list(dict.fromkeys(shapes + small))
-    model = onnx.ModelProto()
-    model.CopyFrom(fg.model)
-    _prune(model.graph, wanted)
-    got, _ = a.any_runner.execute(model, feeds, wanted, weights=fg.weights)
-    out = {}
-    for o in shapes:
-        if o.endswith("a"):
-            k = int(o[len(SHAPE_PREFIX):-1])
-            sa, sb = (np.asarray(got[f"{SHAPE_PREFIX}{k}{s}"]).reshape(-1).tolist() for s in "ab")
-            if sa != sb:
-                out[k] = ([int(d) for d in sa], [int(d) for d in sb])
-    for k, names in [*fg.raw.items(), *((k, n) for s in fg.stacks for k, n in zip(s["pairs"], s["names"]))]:
-        sa, sb = (list(np.shape(got[t])) for t in names[:2])
-        if sa != sb:
-            out[k] = (sa, sb)
-    return out
-
-
-def _prune(g: onnx.GraphProto, outputs: list[str]) -> None:
-    """Keep only the nodes ``outputs`` need (a body's reads from outside included), and make them the
-    graph's outputs."""
-    keep = needed_nodes(g.node, outputs)
-    nodes = [onnx.NodeProto() for _ in keep]
-    for c, n in zip(nodes, keep):
-        c.CopyFrom(n)
-    del g.node[:]
-    g.node.extend(nodes)
-    del g.output[:]
-    g.output.extend(onnx.ValueInfoProto(name=o) for o in outputs)
 
 
 def _read_raw(got: dict, raw: dict[int, list[str]], report: list[Pair], sample: int, out: Fused, rtol_of,
@@ -493,4 +455,4 @@ def _sums(v: dict, shape: tuple[int, ...], sample: int, light: bool = False) -> 
                         bb=v["bb"], ab=ab, light=light)
 
 
-__all__ = ["Fused", "FusedGraph", "fusable", "build", "merged_weights", "read", "run", "runtime_shapes", "NotMergeable"]
+__all__ = ["Fused", "FusedGraph", "fusable", "build", "merged_weights", "read", "run", "NotMergeable"]

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from onnx import TensorProto, helper
 
-from onnxprobe.compare.fused import FusedGraph, NotMergeable, run, runtime_shapes
+from onnxprobe.compare.fused import FusedGraph, NotMergeable, run
 from onnxprobe.compare.fused_profile import profile
+from onnxprobe.compare.fused_shapes import runtime_shapes
 from onnxprobe.compare.fused_cache import build_cached
 from onnxprobe.compare.introduced import build_cones, cone_inputs, run_cones
 from onnxprobe.compare.plain_outputs import measure_plain, plain_pairs
