@@ -3,9 +3,10 @@ of each in the merged graph (``build``), the layout a cache entry holds (``fits`
 from a run (``rows``), for ``compare.fused`` to take as it takes a pair's own row.
 
 A pair is stacked where it would otherwise leave the run raw (float32 tensors of at most 32 KiB) and its two
-tensors have one static shape that STACK_MIN or more such pairs of the same criterion share: a deep model's
-thousands of small pairs then cost a few nodes each and no value on the host (memory that grew with their
-number: ``graph.stack_nodes``' docstring). Fewer pairs of a shape stay raw, summed on the host in float64.
+tensors have one shape (declared, or for the input shapes of a one-input diff: ``compare.fused.build``'s ``fixed``)
+that STACK_MIN or more such pairs of the same criterion share: a deep model's thousands of small pairs then cost
+about half a node each and no value on the host (memory that grew with their number: ``graph.stack_nodes``'
+docstring). Fewer pairs of a shape stay raw, summed on the host in float64.
 """
 
 from __future__ import annotations
