@@ -207,26 +207,21 @@ def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, 
     # (the shape its type declares, or with ``fixed`` where a dim is symbolic the one shape inference gives both
     # tensors for these input shapes: should a run's shapes be others, its Concat fails and the pairs are measured in
     # separate runs, with a note)
-    candidates, stack_shape = [], {}
-    for k in range(len(report)):
-        if k in skip or report[k].a.probe not in aname or report[k].b.probe not in bname:
-            continue
+    # pairs of If-branch tensors (``match.observe``) are left to the separate runs, which read a branch that
+    # did not run as no value: the merged graph exposes main-graph tensors only
+    in_main = [k for k in range(len(report)) if k not in skip and report[k].a.probe in aname and report[k].b.probe in bname]
+    candidates = []
+    for k in in_main:
         p, x, y, _, rowable = planned(k)
-        if not rowable:
-            continue
-        st = shape_of(x)
+        st = shape_of(x) if rowable else None
         if st is not None and st == shape_of(y) and stackable(st, pb.opset) and 4 * element_count(st) <= free:
             at = max(order.get(id(producer[t]), -1) if t in producer else -1 for t in (x, y))
             candidates.append((k, st, rtol_of(p), at))
-            stack_shape[k] = st
     stacks = fused_stacks.groups(candidates)
-    stacked = {k for s in stacks for k in s}
+    stacked = {k for *_, pairs in stacks for k in pairs}
     # the pairs no row can take have the raw budget first: it is their only way through the one run, where
     # a small pair a row could measure only saves its row's nodes
-    # pairs of If-branch tensors (``match.observe``) are left to the separate runs, which read a branch that
-    # did not run as no value: the merged graph exposes main-graph tensors only
-    in_main = [k for k in range(len(report)) if k not in skip and k not in stacked and report[k].a.probe in aname
-               and report[k].b.probe in bname]
+    in_main = [k for k in in_main if k not in stacked]
     for k, (p, x, y, shape, rowable) in sorted(((k, planned(k)) for k in in_main), key=lambda e: e[1][4]):
         sx, sy = sizes.get(x), sizes.get(y)
         recompute = recomputes(k, p, x, y)
@@ -258,8 +253,8 @@ def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, 
             return c
 
         outputs += row(x, y, shape, rtol_of(p), k, full=extras, cone=recomputed_row)
-    records, stacked_outputs = fused_stacks.build(pb, stacks, lambda k: (*planned(k)[1:3], stack_shape[k], rtol_of(report[k])),
-                                                  recomputed, extras, lambda t, name: _named(g, t, name))
+    records, stacked_outputs = fused_stacks.build(pb, stacks, lambda k: planned(k)[1:3], recomputed, extras,
+                                                  lambda t, name: _named(g, t, name))
     outputs += stacked_outputs
     if not outputs:
         return FusedGraph(None, [], aname, bname, notes=notes, extras=extras)

@@ -22,38 +22,39 @@ from onnxprobe.types import element_count
 STACK_PREFIX = "onnxprobe.stack:"
 
 
-def groups(candidates: list[tuple[int, tuple, float, int]]) -> list[list[int]]:
-    """The stacks of ``candidates`` ((pair, static shape, rtol, position in the graph) each): pairs of one shape and
-    rtol, STACK_MIN or more of them, in graph order, cut into stacks of at most ``stack_size`` pairs of about
-    equal sizes (so that each stack's members are made near each other and held for a short time)."""
+def groups(candidates: list[tuple[int, tuple, float, int]]) -> list[tuple[tuple, float, list[int]]]:
+    """The stacks of ``candidates`` ((pair, static shape, rtol, position in the graph) each), (shape, rtol, pairs)
+    each: pairs of one shape and rtol, STACK_MIN or more of them, in graph order, cut into stacks of at most
+    ``stack_size`` pairs of about equal sizes (so that each stack's members are made near each other and held for a
+    short time)."""
     by: dict[tuple, list[tuple[int, int]]] = {}
     for k, shape, rtol, at in candidates:
         by.setdefault((tuple(shape), float(rtol)), []).append((at, k))
     out = []
-    for (shape, _), members in by.items():
+    for (shape, rtol), members in by.items():
         if len(members) < STACK_MIN:
             continue
         members.sort()
         per = stack_size(element_count(shape))
         count = -(-len(members) // per)
         size = -(-len(members) // count)
-        out += [[k for _, k in members[i:i + size]] for i in range(0, len(members), size)]
+        out += [(shape, rtol, [k for _, k in members[i:i + size]]) for i in range(0, len(members), size)]
     return out
 
 
-def build(pb, stacks: list[list[int]], planned: Callable, cone_of: Callable, extras: bool, named: Callable) -> tuple[list[dict], list[str]]:
-    """The nodes of ``stacks`` (``groups``) in ``pb``'s graph: (their records, their outputs). ``planned(k)``: pair k's
-    (A's tensor, B's, static shape, rtol); ``cone_of(k)``: the name of B's node recomputed on A's inputs for pair
+def build(pb, stacks: list[tuple[tuple, float, list[int]]], tensors: Callable, cone_of: Callable, extras: bool,
+          named: Callable) -> tuple[list[dict], list[str]]:
+    """The nodes of ``stacks`` (``groups``) in ``pb``'s graph: (their records, their outputs). ``tensors(k)``: pair k's
+    (A's tensor, B's) in the merged graph; ``cone_of(k)``: the name of B's node recomputed on A's inputs for pair
     k, or None (no introduced error measured in the graph); ``named(t, name)``: output ``t`` renamed ``name``. A
     record: {"pairs", "shape", "names": [[A's, B's(, the cone's)] per pair]}; its outputs STACK_PREFIX s .max /
     .arg / .sum, and i.max / i.arg / i.sum for the introduced errors of the pairs with a cone."""
     records, outputs = [], []
-    for s, pairs in enumerate(stacks):
+    for s, (shape, rtol, pairs) in enumerate(stacks):
         names = []
         for k in pairs:
-            x, y, shape, rtol = planned(k)
             c = cone_of(k)
-            names.append([x, y] if c is None else [x, y, c])
+            names.append([*tensors(k)] if c is None else [*tensors(k), c])
         base = f"{STACK_PREFIX}{s}"
         row, a_stack = stack_row(pb, [n[0] for n in names], [n[1] for n in names], shape, rtol, f"onnxprobe.stack{s}",
                                  extras=extras)
