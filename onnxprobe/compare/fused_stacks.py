@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from onnxprobe.graph.pair_nodes import MAXIMA
+from onnxprobe.graph.pair_nodes import MAXIMA, SUMS
 from onnxprobe.graph.stack_nodes import STACK_MIN, stack_row, stack_size, stack_terms
 from onnxprobe.types import element_count
 
@@ -121,7 +121,7 @@ def _read(got: dict, base: str, count: int, light: bool, extras: bool) -> list[d
     out = []
     for m, t, a in zip(mx, sums, args):
         v = dict(zip(MAXIMA, m + [0.0] * (len(MAXIMA) - len(m))))
-        v.update(dict.fromkeys(("dd", "aa", "bb", "sum_abs"), 0.0))
+        v.update(dict.fromkeys(SUMS, 0.0))
         v.update(zip(terms, t))
         v["argmax"] = int(a)
         out.append(v)
