@@ -97,9 +97,10 @@ def stack_row(pb, xs: list[str], ys: list[str], shape, rtol: float, base: str, l
         max_abs = pb.node("GatherElements", [ad, argmax], f"{base}.max_abs", axis=1)
     else:
         argmax, max_abs = None, pb.red("ReduceMax", ad, f"{base}.max_abs", axes=[1], keepdims=1)
-    terms = [(d, "dd", "Mul"), (b, "bb", "Mul"), *([] if light else [(a, "aa", "Mul")]), *([(ad, "sum_abs", None)] if extras else [])]
+    of = {"dd": (d, "Mul"), "bb": (b, "Mul"), "aa": (a, "Mul"), "sum_abs": (ad, None)}  # squared, or |d| as it is
     parts = []
-    for t, tag, prep in terms:  # float32 partials over rows of m elements, [K, n / m] each
+    for tag in stack_terms(light, extras):  # float32 partials over rows of m elements, [K, n / m] each, in the reader's order
+        t, prep = of[tag]
         x = pb.node("Reshape", [pb.node(prep, [t, t], f"{base}.{tag}.sq") if prep else t, rows3], f"{base}.{tag}.rows")
         parts.append(pb.red("ReduceSum", x, f"{base}.{tag}.part", axes=[2], keepdims=0))
     cat = pb.node("Concat", parts, f"{base}.parts", axis=1) if len(parts) > 1 else parts[0]
