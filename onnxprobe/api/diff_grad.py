@@ -13,7 +13,7 @@ from onnxprobe.api import hints  # annotations only (hints.GradSpec: typing.get_
 from onnxprobe.api.diff import checked_arguments
 from onnxprobe.api.inputs import Progress, TorchLike, as_progress, as_max_memory, as_model, check_map
 from onnxprobe.compare.constant_loss import judge_constant_loss
-from onnxprobe.compare.criteria import check_feed_shapes, check_same_inputs, gradient_tolerance, unread_note
+from onnxprobe.compare.criteria import check_feed_shapes, check_same_inputs, chosen, gradient_tolerance, unread_note
 from onnxprobe.compare.result import DiffResult, gradient_origin
 from onnxprobe.compare.diff import diff as _diff
 from onnxprobe.compare.sides import load_notes, who_of
@@ -176,8 +176,8 @@ def _compare(d: _GradDiff, selection: Selection | None, tolerance: Tolerance | N
     gmap = {as_grad(k): as_grad(v) for k, v in (user_map or {}).items()} or None
     # the gradients' default (atol relative to each one's scale); what flags leave out of a rule comes from it
     default = gradient_tolerance(side_a, side_b)
-    per = {as_grad(k): v.over(default) for k, v in (per_tensor or {}).items()}
-    tolerance = tolerance.over(default) if tolerance else default
+    per = {as_grad(k): chosen(v, default) for k, v in (per_tensor or {}).items()}
+    tolerance = chosen(tolerance, default)
     res = _diff(side_a, side_b, feed, selection or Selection(), tolerance, per, gmap, introduced=False,
                 max_memory=max_memory, progress=progress, pair=pair,
                 reject=both(folded_weights(a, b), shared_weights(a, b), transposed_weights(a, b)))

@@ -22,7 +22,7 @@ from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradSpec, grad_plan
 from onnxprobe.api.inputs import Progress, TorchLike, as_progress, as_max_memory, check_switches
 from onnxprobe.api.torch_args import prepare, torch_module
 from onnxprobe.autodiff.select import WRT
-from onnxprobe.compare.criteria import HALF_TOLERANCE, export_tolerance
+from onnxprobe.compare.criteria import HALF_TOLERANCE, chosen, export_tolerance
 from onnxprobe.compare.result import DiffResult, gradient_origin
 from onnxprobe.compare.diff import diff as _diff
 from onnxprobe.compare.gradients import candidates, forward_note, grad_side, loss_value, losses_differ
@@ -52,15 +52,11 @@ from onnxprobe.torch.runner import OUTPUT, TorchRunner, to_numpy
 from onnxprobe.text import matches, some
 from onnxprobe.types import InputSpec, RunConfig, element_count, forward_name, grad_name
 
-def _tolerance(given: Tolerance | None, default: Tolerance) -> Tolerance:
-    """The criterion: the ``default`` one, with what flags named of it (``Tolerance.over``)."""
-    return given.over(default) if given else default
-
 
 def _per_tensor(per_tensor: dict | None, default: Tolerance) -> dict | None:
     """The per-tensor criteria, each with what its flags left out from ``default`` (``--atol NAME:V`` keeps the
     export's rtol 1e-4, not the generic 1e-3)."""
-    return {n: _tolerance(t, default) for n, t in per_tensor.items()} if per_tensor else per_tensor
+    return {n: chosen(t, default) for n, t in per_tensor.items()} if per_tensor else per_tensor
 
 
 def _no_constants(selection: Selection | None, grad: bool) -> None:
@@ -152,7 +148,7 @@ def diff_torch(
         tp = _torch_pairing(a_model, side_a, mod, fs, max_memory, template)
         matcher = _filtered(tp.matcher({p for p, _ in mod.named_modules()}), _keep(a_model, selection), "module")
         default = export_tolerance(a_model)
-        res = _diff(side_a, tp.side, fs.values, Selection(all=True), _tolerance(tolerance, default),
+        res = _diff(side_a, tp.side, fs.values, Selection(all=True), chosen(tolerance, default),
                     _per_tensor(per_tensor, default), user_map, introduced=introduced, max_memory=max_memory, progress=progress, pair=matcher)
     except ExecutionError as e:
         raise fs.explained(e) from e
@@ -288,7 +284,7 @@ def diff_grad_torch(
     matcher = _filtered(lambda *_: matching, _keep(a_model, selection), "module or parameter")
     try:
         default = export_tolerance(a_model, grads=True)
-        res = _diff(side_a, side_b, fs.values, Selection(all=True), _tolerance(tolerance, default), _per_tensor(per_tensor, default), None,
+        res = _diff(side_a, side_b, fs.values, Selection(all=True), chosen(tolerance, default), _per_tensor(per_tensor, default), None,
                     introduced=False, max_memory=max_memory, progress=progress, pair=matcher)
     except ExecutionError as e:
         raise fs.explained(e) from e

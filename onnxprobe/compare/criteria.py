@@ -77,6 +77,12 @@ def default_tolerance(a: Side, b: Side) -> Tolerance:
 EXTRA_METRICS = ("max_rel", "mean_abs")
 
 
+def chosen(given: Tolerance | None, default: Tolerance) -> Tolerance:
+    """The criterion of a comparison whose default is ``default``, asked to judge by ``given`` (None: the default):
+    ``given`` over it (``Tolerance.over``: flags that name some thresholds keep the default's others)."""
+    return given.over(default) if given else default
+
+
 def judged_by_extras(tolerance: Tolerance, per_tensor: dict[str, Tolerance] | None) -> bool:
     """Whether a pair's criterion (the whole-model one, or a per-tensor one) judges by a metric a light diff
     leaves out: then it keeps them (a verdict is never made without its number)."""

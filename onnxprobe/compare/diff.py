@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from onnxprobe.compare.criteria import (check_feed_shapes, check_same_inputs, default_tolerance, float_note, half, judged_by_extras,
+from onnxprobe.compare.criteria import (check_feed_shapes, check_same_inputs, chosen, default_tolerance, float_note, half, judged_by_extras,
                                         measured_label, one_model, stored_weights_note, unread_note)
 from onnxprobe.compare.fused import fusable
 from onnxprobe.compare.introduced import exact_inputs, quantized_b_note
@@ -115,9 +115,9 @@ def prepare(a: Side, b: Side, selection: Selection, tolerance: Tolerance | None,
     False: the max relative error and mean |a-b| are left out (None) of a one-run diff (``compare.fused``),
     unless a criterion judges by one; a diff in separate runs measures them as ever."""
     default = default_tolerance(a, b)
-    tolerance = tolerance.over(default) if tolerance else default
+    tolerance = chosen(tolerance, default)
     # a per-tensor rule takes what it leaves out from this comparison's default, as the whole-model one does
-    per_tensor = {n: t.over(default) for n, t in per_tensor.items()} if per_tensor else per_tensor
+    per_tensor = {n: chosen(t, default) for n, t in per_tensor.items()} if per_tensor else per_tensor
     floats = check_same_inputs(a.model.proto, b.model.proto) if a.runner.takes_feeds and b.runner.takes_feeds else {}
     if input_shapes and a.runner.takes_feeds and b.runner.takes_feeds:
         check_feed_shapes(input_shapes, {"A": a.model.proto, "B": b.model.proto})

@@ -79,13 +79,7 @@ class DiffPlan:
     extras: bool = True
 
     def tolerance_of(self, p: Pair) -> Tolerance:
-        """The criterion that judges ``p``: the user's rule for that tensor, else the diff's; a default one
-        judges a pair of integer tensors exactly (``stats.metrics.EXACT_INTEGERS``)."""
-        per = self.per_tensor or {}
-        own = per.get(p.a.name) or per.get(p.b.name) or per.get(p.b.key)
-        if own is not None:
-            return own
-        return EXACT_INTEGERS if self.tolerance.default and integers(p) else self.tolerance
+        return criterion_of(p, self.tolerance, self.per_tensor)
 
     def rtol_of(self, p: Pair) -> float:
         return self.tolerance_of(p).measured_rtol
@@ -116,6 +110,17 @@ class Measured:
         if self.intro is None or self.sums is None or self.intro.samples != self.sums.samples:
             return None
         return self.intro
+
+
+def criterion_of(p: Pair, tolerance: Tolerance, per_tensor: dict[str, Tolerance] | None) -> Tolerance:
+    """The criterion that judges ``p`` in a diff judged by ``tolerance`` and ``per_tensor`` (``compare.diff.prepare``'s,
+    each over the comparison's default): the user's rule for that tensor, else the diff's; a default one judges a
+    pair of integer tensors exactly (``stats.metrics.EXACT_INTEGERS``)."""
+    per = per_tensor or {}
+    own = per.get(p.a.name) or per.get(p.b.name) or per.get(p.b.key)
+    if own is not None:
+        return own
+    return EXACT_INTEGERS if tolerance.default and integers(p) else tolerance
 
 
 def integers(p: Pair) -> bool:
