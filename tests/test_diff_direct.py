@@ -162,6 +162,26 @@ def test_cli_second_diff_reads_no_model(tmp_path, cache, monkeypatch):
     assert outs[0][3]["pairs"]
 
 
+@pytest.mark.parametrize("flags", [["--atol", "5e-3"], ["--min-sqnr", "45"], ["--metric", "cosine"]])
+def test_cli_another_threshold_reads_no_model(tmp_path, cache, monkeypatch, flags):
+    """diff, then the same diff with another threshold or metric: served (neither model read), and what a run that
+    reads both models says, to the byte (table and JSON)."""
+    a, b = str(sample_path("cnn")), _perturbed("cnn", tmp_path)
+    runner = CliRunner()
+    args = ["diff", a, b, "--all", "--device", "cpu"]
+    for extra in ([], ["--json", str(tmp_path / "first.json")]):
+        assert runner.invoke(app, args + extra).exit_code in (0, 1)
+    normal = [runner.invoke(app, args + flags + ["--no-cache"] + extra) for extra in ([], ["--json", "-"])]
+    monkeypatch.setattr(api_diff, "make_sides", lambda *x, **y: (_ for _ in ()).throw(AssertionError("read")))
+    served = [runner.invoke(app, args + flags + extra) for extra in ([], ["--json", "-"])]
+    assert [r.exit_code for r in served] == [r.exit_code for r in normal]
+    assert served[0].output == normal[0].output
+    js = [json.loads(r.stdout) for r in (served[1], normal[1])]
+    for d in js:
+        d.pop("timing", None)
+    assert js[0] == js[1] and js[0]["criterion"] != json.loads((tmp_path / "first.json").read_text())["criterion"]
+
+
 def test_served_sides_are_built_when_read(tmp_path, cache):
     a, b = str(sample_path("mlp")), _perturbed("mlp", tmp_path)
     _diff(a, b)
@@ -275,11 +295,81 @@ def test_other_requests_go_the_normal_way(tmp_path, cache, kw):
         assert not _served(res)
 
 
-def test_another_criterion_or_seed_is_another_entry(tmp_path, cache):
+def _normal(a, b, **kw):
+    """The same request run the normal way (no cache: neither served nor writing an entry)."""
+    return _diff(a, b, config=api.RunConfig(device="cpu", cache=False), **kw)
+
+
+# criteria whose rows are the default's: the same rtol (allclose, any atol), or no allclose excess read (rtol 0)
+SERVED_CRITERIA = {
+    "atol": api.Tolerance("allclose", atol=5e-3),
+    "atol-flag": api.Tolerance.from_flags(atol=5e-3),  # over the default: its rtol kept
+    "max_abs": api.Tolerance("max_abs", atol=10.0),
+    "rmse": api.Tolerance("rmse", atol=1e-3),
+    "sqnr": api.Tolerance("sqnr", min_sqnr=45.0),
+    "cosine": api.Tolerance("cosine", min_cosine=0.99999),
+}
+
+
+@pytest.mark.parametrize("extras", [True, False], ids=["full", "light"])
+@pytest.mark.parametrize("criterion", list(SERVED_CRITERIA))
+def test_another_criterion_of_the_same_rows_is_served_as_a_normal_run_judges_it(tmp_path, cache, criterion, extras):
+    """A diff already run, asked again with another threshold or metric (a user trying criteria): served from the
+    entry, judged as the normal path judges it, every number, verdict, criterion and note that path's."""
+    a, b = str(sample_path("cnn")), _perturbed("cnn", tmp_path)
+    tol = SERVED_CRITERIA[criterion]
+    first = _diff(a, b, extras=extras)
+    again = _diff(a, b, tolerance=tol, extras=extras)
+    normal = _normal(a, b, tolerance=tol, extras=extras)
+    assert _served(again) and not _served(normal)
+    _same(normal, again)
+    assert again.criterion != first.criterion
+    assert [r.tolerance for r in again.results] == [r.tolerance for r in normal.results]
+    assert _served(_diff(a, b, extras=extras))  # the entry still serves the first request, as it judged it
+    _same(first, _diff(a, b, extras=extras))
+
+
+def test_a_criterion_that_changes_the_verdict_is_served_with_it(tmp_path, cache):
     a, b = str(sample_path("cnn")), _perturbed("cnn", tmp_path)
     strict = _diff(a, b)
     loose = _diff(a, b, tolerance=api.Tolerance("max_abs", atol=10.0))
-    assert not _served(loose) and loose.verdict()[0] != strict.verdict()[0]
+    assert _served(loose)
+    assert strict.verdict()[0] == "fail" and loose.verdict()[0] == "pass"
+    assert all(r.passed for r in loose.results) and not all(r.passed for r in strict.results)
+
+
+@pytest.mark.parametrize("criterion", ["rtol", "max_rel-light", "mean_abs-light", "relative-atol", "per-tensor"])
+def test_a_criterion_whose_rows_differ_goes_the_normal_way(tmp_path, cache, criterion):
+    """An allclose rtol other than the entry's (its rows hold the excess over that rtol), a metric a light entry's
+    rows leave out, an atol judged at the run's scale, other per-tensor rules (keyed): measured again, right."""
+    a, b = str(sample_path("cnn")), _perturbed("cnn", tmp_path)
+    extras = not criterion.endswith("-light")
+    kw = {"rtol": {"tolerance": api.Tolerance("allclose", rtol=1e-2)},
+          "max_rel-light": {"tolerance": api.Tolerance("max_rel", rtol=0.5)},
+          "mean_abs-light": {"tolerance": api.Tolerance("mean_abs", atol=1e-3)},
+          "relative-atol": {"tolerance": api.Tolerance("allclose", atol=1e-3, atol_relative=True)},
+          "per-tensor": {"per_tensor": {"conv1_out": api.Tolerance("max_abs", atol=1.0)}}}[criterion]
+    _diff(a, b, extras=extras)
+    again = _diff(a, b, extras=extras, **kw)
+    assert not _served(again)
+    _same(_normal(a, b, extras=extras, **kw), again)
+
+
+def test_a_light_request_is_not_served_the_rows_of_a_criterion_that_kept_every_metric(tmp_path, cache):
+    """A light diff judged by max_rel measures every metric (``judged_by_extras``); asked again by SQNR, light (rows
+    of the same rtol, 0), the normal path reports no max_rel nor mean |a-b|: so must the answer."""
+    a, b = str(sample_path("cnn")), _perturbed("cnn", tmp_path)
+    _diff(a, b, extras=False, tolerance=api.Tolerance("max_rel", rtol=0.5))
+    sqnr = api.Tolerance("sqnr", min_sqnr=45.0)
+    again = _diff(a, b, extras=False, tolerance=sqnr)
+    assert not _served(again)
+    _same(_normal(a, b, extras=False, tolerance=sqnr), again)
+    assert all(r.metrics.max_rel is None for r in again.results if r.metrics is not None)
+
+
+def test_another_seed_is_another_entry(tmp_path, cache):
+    a, b = str(sample_path("cnn")), _perturbed("cnn", tmp_path)
+    strict = _diff(a, b)
     seeded = _diff(a, b, inputs=api.InputSpec(seed=5))
     assert not _served(seeded)
     assert not np.array_equal(seeded.feed[next(iter(seeded.feed))], strict.feed[next(iter(strict.feed))])

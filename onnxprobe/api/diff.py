@@ -319,7 +319,7 @@ def diff(
     # (served lets the prepared entry go either way, before the normal path builds its own sessions)
     if _early is not None and (res := diff_direct.served(_ticket, lambda fed: make_sides(
             a, b, config=config, constants=bool(selection and selection.include_constants),
-            shapes={k: tuple(np.shape(v)) for k, v in fed.items()})[1:], _early)) is not None:
+            shapes={k: tuple(np.shape(v)) for k, v in fed.items()})[1:], _early, tolerance)) is not None:
         if progress is not None:  # its one run done, as the normal path says of its own
             progress(1, 1)
         return res

@@ -1,16 +1,21 @@
-"""``api.diff``'s direct mode: the second ``diff`` of the same two model files with the same request runs the
-merged graph the first one left in the plan cache, over the files' own bytes, without reading either model's
-graph, validating it, observing it or matching it again (on PP-OCRv4 det, 0.3 s of a 1.3 s ``diff --all``).
+"""``api.diff``'s direct mode: the second ``diff`` of the same two model files with the same request (or one that
+asks another criterion of the same run) runs the merged graph the first one left in the plan cache, over the files'
+own bytes, without reading either model's graph, validating it, observing it or matching it again (on PP-OCRv4 det,
+0.3 s of a 1.3 s ``diff --all``).
 
 As ``api.lean`` for ``layers``: an index entry keyed by the request as stated before any model is read
-(``api.diff_ticket``: both paths, as given and resolved; selection, criteria, map, input flags, device, opt level;
-``plan_cache.key_of`` adds onnxprobe's version and code), never by the files' bytes; ``api.diff`` (``api.diff_lean``)
+(``api.diff_ticket``: both paths, as given and resolved; selection, per-tensor criteria, map, input flags, device,
+opt level; ``plan_cache.key_of`` adds onnxprobe's version and code), never by the files' bytes; ``api.diff`` (``api.diff_lean``)
 prepares the entry and starts its session before this module and onnx are imported. It records both files (size, status, digest: a file of
 other bytes is a miss), the merged graph as a skeleton whose stubs point into one in-memory buffer of both files'
 weights (``runtime.direct.file_weights``), the inputs' recipe, and what the result says that no run computes: the
-matching with its unmatched entries and their reasons, each pair's criterion, the notes, the sides' descriptions
-(``compare.frozen``: JSON, never pickle). The run's rows are read and judged by the code the normal path reads and
-judges them with (``compare.fused``'s readers, ``compare.diff.judged`` and ``assembled``).
+matching with its unmatched entries and their reasons, the comparison's default criterion, each pair's rtol, the
+notes, the sides' descriptions (``compare.frozen``: JSON, never pickle). The run's rows are read and judged by the
+code the normal path reads and judges them with (``compare.fused``'s readers, ``compare.diff.judged`` and
+``assembled``), by the request's own criterion over that default: --atol, --min-sqnr or --metric cosine asked of a
+diff already run are served (a user trying thresholds), where the rows recorded measure what it judges (each pair
+measured with the same rtol, or judged by a metric that reads no allclose excess: an allclose rtol other than the
+entry's builds its own graph, whose rows hold each pair's excess over that rtol).
 
 Served only where the first run measured every pair in its one run of both models, on onnxruntime's CPU provider,
 with inputs drawn from the seed; anything else (another reference than a model B, --separate-runs, --profile,
@@ -28,15 +33,16 @@ from types import SimpleNamespace
 from onnxprobe.api.diff_ticket import ENTRY, Prepared, Ticket, template_fits
 # imported with this module, not inside served's guard: an import that a Ctrl-C breaks (a C extension's ImportError or
 # RuntimeError) would read there as an entry it cannot serve, and the Ctrl-C be lost (QA)
+from onnxprobe.compare.criteria import chosen, judged_by_extras
 from onnxprobe.compare.diff import assembled, judged
 from onnxprobe.compare.frozen import thaw
 from onnxprobe.compare.fused import read
 from onnxprobe.compare.fused_cache import same_pairs
 from onnxprobe.compare.fused_stacks import fits
-from onnxprobe.compare.measure import Measured
+from onnxprobe.compare.measure import Measured, criterion_of
 from onnxprobe.compare.sides import Side
 from onnxprobe.runtime import direct, plan_cache
-from onnxprobe.stats.metrics import IntroducedError
+from onnxprobe.stats.metrics import IntroducedError, Tolerance
 
 # --- writing an entry (after a normal run, onnx loaded) ------------------------------------------------------------
 
@@ -49,6 +55,7 @@ def remember(t: Ticket, res) -> None:
 
 
 def _remember(t: Ticket, res) -> None:
+    from onnxprobe.compare.criteria import default_tolerance
     from onnxprobe.compare.frozen import freeze
     from onnxprobe.graph.merge import PREFIX, PREFIX_A
     from onnxprobe.graph.skeleton import point_stubs_at, stubs, unpoint_stubs
@@ -89,7 +96,9 @@ def _remember(t: Ticket, res) -> None:
     exact = plan.exact_inputs
     template = {
         # one freeze: the report's pairs are the matching's, and come back as the same objects
-        "frozen": freeze({"report": list(plan.report), "tolerances": tolerances, "tolerance": plan.tolerance,
+        # the comparison's default criterion (``compare.criteria.default_tolerance``, a fact of the two models), over
+        # which a request's own is taken when served (``_criteria``): each entry serves every criterion it measures
+        "frozen": freeze({"report": list(plan.report), "default": default_tolerance(res.a, res.b),
                           "per_tensor": plan.per_tensor, "matching": res.matching, "selected_b": set(res.selected_b),
                           "selected_a": res.selected_a}),
         "rtols": [float(plan.rtol_of(p)) for p in plan.report], "measured": res.measured, "notes": list(res.notes),
@@ -138,13 +147,14 @@ def _outside(t: Ticket, fg, held: list[dict]) -> tuple[dict, list, dict] | None:
 
 # --- serving a hit ------------------------------------------------------------------------------------------------
 
-def served(t: Ticket, build, got: Prepared):
+def served(t: Ticket, build, got: Prepared, tolerance: Tolerance | None = None):
     """The DiffResult of entry ``t.key``, prepared (``api.diff_ticket.prepare``: read, checked, its session started),
-    run now; None on a run the normal path must make (the module's docstring). ``build(feeds)``: side A and side B as
-    the normal path makes them, for these feeds (called when something reads the result's sides). The prepared
-    entry is let go either way."""
+    run now and judged by ``tolerance`` (the request's criterion, checked; None: the comparison's default); None on
+    a run the normal path must make (the module's docstring; a criterion under which the merged graph would be
+    another: ``_criteria``). ``build(feeds)``: side A and side B as the normal path makes them, for these feeds
+    (called when something reads the result's sides). The prepared entry is let go either way."""
     try:
-        return _served(t, got, build)
+        return _served(t, got, build, tolerance)
     except KeyboardInterrupt:
         raise
     except Exception:  # noqa: BLE001 - the normal path runs, and says what fails in its words
@@ -153,20 +163,24 @@ def served(t: Ticket, build, got: Prepared):
         got.close()  # its session and weights let go before the report (or the normal path) goes on
 
 
-def _served(t: Ticket, got: Prepared, build):
+def _served(t: Ticket, got: Prepared, build, given: Tolerance | None):
     meta, feeds = got.meta, got.feeds
     tp = meta["template"].value()  # while the session builds, as the thaw (plan_cache.Deferred)
     if not isinstance(tp, dict) or not template_fits(tp):
         return None
     f = thaw(tp["frozen"])
-    report, tolerances, rtols = f["report"], f["tolerances"], tp["rtols"]
-    if not (isinstance(report, list) and isinstance(tolerances, list) and isinstance(rtols, list)
-            and len(report) == len(tolerances) == len(rtols)):
+    report, rtols = f["report"], tp["rtols"]
+    if not (isinstance(report, list) and isinstance(rtols, list) and len(report) == len(rtols)):
         return None
+    judging = _criteria(t, f, given, rtols, bool(tp["extras"]))
+    if judging is None:
+        return None
+    tolerance, tolerances = judging
     at = {id(p): k for k, p in enumerate(report)}
-    plan = SimpleNamespace(report=report, tolerance_of=lambda p: tolerances[at[id(p)]], rtol_of=lambda p: rtols[at[id(p)]],
+    plan = SimpleNamespace(report=report, tolerance_of=lambda p: tolerances[at[id(p)]],
+                           rtol_of=lambda p: tolerances[at[id(p)]].measured_rtol,
                            extras=bool(tp["extras"]), kernel_ms={}, profile_summary={}, matching=f["matching"],
-                           selected_b=f["selected_b"], selected_a=f["selected_a"], tolerance=f["tolerance"],
+                           selected_b=f["selected_b"], selected_a=f["selected_a"], tolerance=tolerance,
                            per_tensor=f["per_tensor"])
     raw = {int(k): v for k, v in tp["raw"].items()}
     same = same_pairs(tp.get("same"), len(report))  # checked here, where the pairs are counted
@@ -191,6 +205,26 @@ def _served(t: Ticket, got: Prepared, build):
     res.feed = feeds
     plan_cache.touch(t.key)
     return res
+
+
+def _criteria(t: Ticket, f: dict, given: Tolerance | None, rtols: list, extras: bool) -> tuple[Tolerance, list] | None:
+    """The request's criterion over the comparison's default (the entry's, as ``compare.diff.prepare`` takes it) and
+    each pair's (``compare.measure.criterion_of``), where the entry's rows measure what they judge: each pair measured
+    with the rtol its rows were built with, or judged by a criterion that reads no allclose excess (its rtol 0: the
+    metrics then take max |a-b| for it, as rows built with rtol 0 make it, and no threshold reads it:
+    ``stats.metrics.from_sums``, ``Tolerance.near_float32_threshold``), the same metrics computed
+    (``judged_by_extras``), and no atol judged at the run's scale (``remember`` writes no such entry); None for any
+    other (the normal path builds its graph)."""
+    default, per_tensor = f.get("default"), f.get("per_tensor")
+    if not isinstance(default, Tolerance) or not (per_tensor is None or isinstance(per_tensor, dict)):
+        return None
+    tolerance = chosen(given, default)
+    tolerances = [criterion_of(p, tolerance, per_tensor) for p in f["report"]]
+    if any(x.measured_rtol not in (0, r) for x, r in zip(tolerances, rtols)) or any(x.atol_relative for x in [tolerance, *tolerances]):
+        return None
+    if extras != (t.extras or judged_by_extras(tolerance, per_tensor)):
+        return None  # a light request whose criterion reads no extra metric, served rows that hold them (or the reverse)
+    return tolerance, tolerances
 
 
 class _Sides:

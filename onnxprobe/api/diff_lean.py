@@ -69,15 +69,15 @@ def diff(
     device, when given; ``vs_reference`` is ``vs_runtime="reference"``). ``runtime_options``: settings of
     the runtimes that take them (``{"INFERENCE_PRECISION_HINT": "f16"}``; ``"openvino:KEY"`` for one).
 
-    A repeated diff of the same two model files with the same request is served from the plan cache without
-    reading the models again (``api.diff_direct``; ``RunConfig(cache=False)`` turns it off): the same result,
-    whose sides (``result.a``, ``result.b``) are built when first read."""
+    A repeated diff of the same two model files with the same request (or another ``tolerance`` whose judging reads
+    the same rows) is served from the plan cache without reading the models again (``api.diff_direct``;
+    ``RunConfig(cache=False)`` turns it off): the result a run that reads them gives, whose sides (``result.a``,
+    ``result.b``) are built when first read."""
     try:  # the request as stated (the normal path checks it before anything is served)
         t = ticket(a, b, others=bool(vs_device or vs_opt_level or vs_reference or vs_npz is not None or vs_torch is not None
                                      or vs_runtime or fp32_sensitivity or not fuse or profile),
                    runtime=runtime, runtime_options=runtime_options, selection=selection, config=config, inputs=inputs,
-                   tolerance=tolerance, per_tensor=per_tensor, user_map=user_map, introduced=introduced,
-                   max_memory=max_memory, extras=extras)
+                   per_tensor=per_tensor, user_map=user_map, introduced=introduced, max_memory=max_memory, extras=extras)
         early = prepare(t) if t is not None else None
     except KeyboardInterrupt:
         raise

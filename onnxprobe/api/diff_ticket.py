@@ -2,7 +2,9 @@
 numpy and onnxruntime alone, before onnx and the comparison code are imported (``api.diff_lean``).
 
 The key is the request as stated, as ``api.lean`` keys ``layers`` (both paths, as given and resolved; selection,
-criteria, map, input flags, device, opt level; ``plan_cache.key_of`` adds onnxprobe's version and code). ``prepare``
+per-tensor criteria, map, input flags, device, opt level; ``plan_cache.key_of`` adds onnxprobe's version and code),
+but for the diff's own criterion (--metric, --atol, --rtol...), which judges what the run measures: an entry serves
+any criterion under which the merged graph would be the one it holds (``api.diff_direct``). ``prepare``
 reads and checks the entry, copies both files' weights out (each file checked against its record) and starts the
 merged graph's session (``runtime.direct.Pending``); ``api.diff_direct`` serves from it.
 """
@@ -13,24 +15,27 @@ from onnxprobe.api.lean import servable, servable_file, settings_request
 from onnxprobe.runtime import direct, plan_cache
 from onnxprobe.types import InputSpec, RunConfig
 
-ENTRY = 2  # the layout of an entry's metadata (``_template``): another one is a miss
+ENTRY = 3  # the layout of an entry's metadata (``_template``): another one is a miss
 
 
 class Ticket:
-    """A request that may be served: both files' paths and states when it came, the index key, the run's settings
-    and its inputs' spec (the seed the entry records)."""
+    """A request that may be served: both files' paths and states when it came, the index key, the run's settings,
+    its inputs' spec (the seed the entry records) and whether it asked for every metric (``extras``)."""
 
-    def __init__(self, paths: list[str], states: list[tuple], key: str, config: RunConfig, spec: InputSpec):
+    def __init__(self, paths: list[str], states: list[tuple], key: str, config: RunConfig, spec: InputSpec,
+                 extras: bool = True):
         self.paths, self.states, self.key, self.config, self.spec = paths, states, key, config, spec
+        self.extras = extras
 
 
-def ticket(a, b, *, others: bool, runtime: str, runtime_options, selection, config, inputs, tolerance, per_tensor,
+def ticket(a, b, *, others: bool, runtime: str, runtime_options, selection, config, inputs, per_tensor,
            user_map, introduced, max_memory, extras) -> Ticket | None:
     """The request as stated, when one this mode may serve (the module's docstring); None for anything else.
     ``others``: whether any other reference, --profile, --separate-runs or --fp32-sensitivity was asked for. Made
     before the request is checked (``api.diff_lean``): an argument the normal path refuses is refused there before
     anything is served, and one it takes is keyed as it came (``servable``: the types themselves, defaults filled
-    in), so that a request is served only the entry a normal run of the same request wrote."""
+    in), so that a request is served only an entry that a normal run of the same request wrote, but for its criterion
+    (``api.diff_direct`` judges the run by the request's, where the merged graph is the one it would be)."""
     from onnxprobe.compare.frozen import freeze
 
     if others or b is None or runtime != "ort" or runtime_options or max_memory is not None or type(extras) is not bool:
@@ -45,11 +50,11 @@ def ticket(a, b, *, others: bool, runtime: str, runtime_options, selection, conf
     try:
         request = {"command": "diff", "models": [[path, real] for path, real, _ in files],
                    **settings_request(config, inputs, selection, extras), "introduced": bool(introduced),
-                   "tolerance": freeze(tolerance), "per_tensor": freeze(per_tensor), "map": freeze(user_map), "entry": ENTRY}
+                   "per_tensor": freeze(per_tensor), "map": freeze(user_map), "entry": ENTRY}
         key = direct.request_key(request)
     except (ValueError, TypeError):  # a criterion or map the normal path takes and the key cannot say
         return None
-    return Ticket([path for path, _, _ in files], [state for _, _, state in files], key, config, inputs)
+    return Ticket([path for path, _, _ in files], [state for _, _, state in files], key, config, inputs, extras)
 
 
 class Prepared:
