@@ -234,3 +234,21 @@ def test_a_dataset_of_other_shapes_is_not_stacked_for_the_first_ones(tmp_path):
     for r in res.results:
         want = max(np.abs(va[r.pair.a.name].astype(np.float64) - vb[r.pair.b.name]).max() for va, vb in values)
         assert r.metrics.max_abs == pytest.approx(want, rel=1e-6), r.pair.b.name
+
+
+@pytest.mark.parametrize("criterion", ["sqnr", "atol"])
+def test_a_criterion_that_would_stack_other_pairs_is_not_served(tmp_path, cache, criterion):  # noqa: F811
+    """One pair judged by a rule of rtol 0 beside 39 of the default's 1e-3: the entry stacks the 39. Asked again by
+    SQNR (every rtol 0), the normal path stacks all 40: not served from rows that measure that pair apart. Asked by
+    another atol (the same rtols): served, as the normal path measures it."""
+    shape = (8, 1024)
+    a, b = _chain(tmp_path / "a.onnx", 20, shape, 1.0, 0), _chain(tmp_path / "b.onnx", 20, shape, 1.0, 1)
+    kw = dict(selection=api.Selection(all=True), per_tensor={"h3": api.Tolerance("max_abs", atol=1.0)})
+    first = api.diff(a, b, config=api.RunConfig(device="cpu"), **kw)
+    stacked = {first.plan.report[k].b.name for s in first.plan.fused.stacks for k in s["pairs"]}
+    assert len(stacked) == 39 and "h3" not in stacked
+    tol = api.Tolerance("sqnr", min_sqnr=40.0) if criterion == "sqnr" else api.Tolerance("allclose", atol=1e-2)
+    again = api.diff(a, b, config=api.RunConfig(device="cpu"), tolerance=tol, **kw)
+    normal = api.diff(a, b, config=api.RunConfig(device="cpu", cache=False), tolerance=tol, **kw)
+    assert _served(again) == (criterion == "atol")
+    _same(normal, again)

@@ -30,6 +30,8 @@ from __future__ import annotations
 import os
 from types import SimpleNamespace
 
+from onnx import TensorProto
+
 from onnxprobe.api.diff_ticket import ENTRY, Prepared, Ticket, template_fits
 # imported with this module, not inside served's guard: an import that a Ctrl-C breaks (a C extension's ImportError or
 # RuntimeError) would read there as an entry it cannot serve, and the Ctrl-C be lost (QA)
@@ -221,6 +223,13 @@ def _criteria(t: Ticket, f: dict, given: Tolerance | None, rtols: list, extras: 
     tolerance = chosen(given, default)
     tolerances = [criterion_of(p, tolerance, per_tensor) for p in f["report"]]
     if any(x.measured_rtol not in (0, r) for x, r in zip(tolerances, rtols)) or any(x.atol_relative for x in [tolerance, *tolerances]):
+        return None
+    # the merged graph stacks small float32 pairs by shape and rtol (``compare.fused_stacks``): a criterion that
+    # merges two of the entry's rtols into one, or parts one, would have stacked them otherwise (a pair of a rule of
+    # rtol 0 beside many of 1e-3, then all judged by SQNR: stacked with them, measured alone in the entry's rows)
+    classes = {(r, x.measured_rtol) for x, r, p in zip(tolerances, rtols, f["report"])
+               if all(o.kind == "float" and o.elem_type == TensorProto.FLOAT for o in (p.a, p.b))}
+    if not len({r for r, _ in classes}) == len({n for _, n in classes}) == len(classes):
         return None
     if extras != (t.extras or judged_by_extras(tolerance, per_tensor)):
         return None  # a light request whose criterion reads no extra metric, served rows that hold them (or the reverse)
