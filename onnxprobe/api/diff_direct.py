@@ -57,7 +57,6 @@ def remember(t: Ticket, res) -> None:
 
 
 def _remember(t: Ticket, res) -> None:
-    from onnxprobe.compare.criteria import default_tolerance
     from onnxprobe.compare.frozen import freeze
     from onnxprobe.graph.merge import PREFIX, PREFIX_A
     from onnxprobe.graph.skeleton import point_stubs_at, stubs, unpoint_stubs
@@ -65,7 +64,8 @@ def _remember(t: Ticket, res) -> None:
 
     plan = res.plan
     fg = getattr(plan, "fused", None)
-    if fg is None or fg.model is None or not plan.fuse or plan.skip or plan.floats or plan.profile or not plan.report:
+    if fg is None or fg.model is None or not plan.fuse or plan.skip or plan.floats or plan.profile or not plan.report \
+            or plan.default is None:
         return
     if res.in_graph != len(plan.report) or any(r.problem is not None or r.metrics is None for r in res.results):
         return
@@ -100,7 +100,7 @@ def _remember(t: Ticket, res) -> None:
         # one freeze: the report's pairs are the matching's, and come back as the same objects
         # the comparison's default criterion (``compare.criteria.default_tolerance``, a fact of the two models), over
         # which a request's own is taken when served (``_criteria``): each entry serves every criterion it measures
-        "frozen": freeze({"report": list(plan.report), "default": default_tolerance(res.a, res.b),
+        "frozen": freeze({"report": list(plan.report), "default": plan.default,
                           "per_tensor": plan.per_tensor, "matching": res.matching, "selected_b": set(res.selected_b),
                           "selected_a": res.selected_a}),
         "rtols": [float(plan.rtol_of(p)) for p in plan.report], "measured": res.measured, "notes": list(res.notes),

@@ -160,7 +160,7 @@ def prepare(a: Side, b: Side, selection: Selection, tolerance: Tolerance | None,
                     introduced and not with_cones and b.runner.replays, why_not is None, max_memory, device_metrics,
                     notes + told, profile=profile and why_not is None, selected_a=sel_a, floats=floats,
                     unordered=unordered,
-                    extras=extras or judged_by_extras(tolerance, per_tensor) or why_not is not None)
+                    extras=extras or judged_by_extras(tolerance, per_tensor) or why_not is not None, default=default)
 
 
 def diff(a: Side, b: Side, feeds: dict[str, np.ndarray], selection: Selection, tolerance: Tolerance | None,

@@ -77,6 +77,9 @@ class DiffPlan:
     # the max relative error and mean |a-b| are reported (False: the one-run graph leaves them out and
     # ``compare.diff.finish`` reports None for them: ``compare.diff.prepare``)
     extras: bool = True
+    # the comparison's default criterion (``compare.criteria.default_tolerance``), which ``tolerance`` and each
+    # per-tensor rule were taken over: a served diff takes a request's own over it (``api.diff_direct``)
+    default: Tolerance | None = None
 
     def tolerance_of(self, p: Pair) -> Tolerance:
         return criterion_of(p, self.tolerance, self.per_tensor)
