@@ -88,8 +88,11 @@ def temp_beside(target: Path, suffix: str = ".tmp") -> Path:
 # .data files got overwritten.
 _INPUTS: dict[str, str] = {}
 # and by what the file is, (device, inode): a hard link to an input has its own real path but is the same
-# file (written over, the name stops being the model's: the write renames a new file over it)
-_INPUT_FILES: dict[tuple[int, int], str] = {}
+# file (written over, the name stops being the model's: the write renames a new file over it). With the real path
+# it was read at: an identity counts while that path still names it, for a file deleted since frees its inode to
+# the next file made (in a long process, a notebook's or a test run's, a new output's inode was an old input's:
+# "is an input model", refused)
+_INPUT_FILES: dict[tuple[int, int], tuple[str, str]] = {}
 
 
 def _identity(path) -> tuple[int, int] | None:
@@ -109,10 +112,11 @@ def same_file(a, b) -> bool:
 
 def protect(path: str | os.PathLike, what: str) -> None:
     """Record ``path`` (a file this process read; ``what`` says what it is) as never to be written."""
-    _INPUTS[os.path.realpath(path)] = what
+    real = os.path.realpath(path)
+    _INPUTS[real] = what
     ident = _identity(path)
     if ident is not None:
-        _INPUT_FILES[ident] = what
+        _INPUT_FILES[ident] = (what, real)
 
 
 def checked_path(path, what: str = "output path") -> str | os.PathLike:
@@ -200,7 +204,9 @@ def input_kind(path: str | os.PathLike) -> str | None:
     what = _INPUTS.get(os.path.realpath(checked_path(path)))
     if what is None:
         ident = _identity(path)
-        what = _INPUT_FILES.get(ident) if ident is not None else None
+        what, real = _INPUT_FILES.get(ident, (None, None)) if ident is not None else (None, None)
+        if what is not None and _identity(real) != ident:  # that input is gone: its inode is another file's now
+            what = None
     return what
 
 

@@ -244,3 +244,26 @@ def test_a_hard_link_to_an_input_is_that_input(copies, monkeypatch, argv):
     r = runner.invoke(app, argv)
     assert r.exit_code == 2 and "refusing to overwrite" in r.output, r.output
     assert (copies / argv[-1]).stat().st_ino == before == (copies / source).stat().st_ino  # still one file
+
+
+def test_an_input_deleted_since_leaves_its_inode_to_other_files(tmp_path):
+    """A process that goes on (a notebook, a test run) records every input it read; a file deleted since frees its
+    inode to the next file made, which is not that input: an output there is written, not refused as "an input
+    model" (an output's inode reused from an earlier test's input failed `mark -o` in the suite). The same inode under
+    the input's own path, or under another name while that path still names it (a hard link), is still the input."""
+    import os
+
+    from onnxprobe import fileio
+
+    a, b = tmp_path / "a.onnx", tmp_path / "b.onnx"
+    a.write_bytes(b"read")
+    fileio.protect(a, "an input model")
+    os.link(a, b)  # b: another name of the input, same inode
+    assert fileio.input_kind(b) == "an input model" and fileio.input_kind(a) == "an input model"
+    with pytest.raises(UsageError, match="refusing to overwrite"):
+        fileio.refuse_inputs(b, "--json")
+    os.remove(a)  # the input's path is gone: b's inode no longer names what was read there
+    assert fileio.input_kind(b) is None
+    fileio.refuse_inputs(b, "--json")  # nothing raised
+    a.write_bytes(b"new")  # a new file at the input's path is still refused by its path
+    assert fileio.input_kind(a) == "an input model"
