@@ -4,7 +4,7 @@ numpy and onnxruntime alone, before onnx and the comparison code are imported (`
 The key is the request as stated, as ``api.lean`` keys ``layers`` (both paths, as given and resolved; selection,
 per-tensor criteria, map, input flags, device, opt level; ``plan_cache.key_of`` adds onnxprobe's version and code),
 but for the diff's own criterion (--metric, --atol, --rtol...), which judges what the run measures: an entry serves
-any criterion under which the merged graph would be the one it holds (``api.diff_direct``). ``prepare``
+any criterion that its rows measure (``api.diff_direct._criteria``). ``prepare``
 reads and checks the entry, copies both files' weights out (each file checked against its record) and starts the
 merged graph's session (``runtime.direct.Pending``); ``api.diff_direct`` serves from it.
 """
@@ -35,7 +35,7 @@ def ticket(a, b, *, others: bool, runtime: str, runtime_options, selection, conf
     before the request is checked (``api.diff_lean``): an argument the normal path refuses is refused there before
     anything is served, and one it takes is keyed as it came (``servable``: the types themselves, defaults filled
     in), so that a request is served only an entry that a normal run of the same request wrote, but for its criterion
-    (``api.diff_direct`` judges the run by the request's, where the merged graph is the one it would be)."""
+    (``api.diff_direct`` judges the run by the request's, where the entry's rows measure it)."""
     from onnxprobe.compare.frozen import freeze
 
     if others or b is None or runtime != "ort" or runtime_options or max_memory is not None or type(extras) is not bool:
