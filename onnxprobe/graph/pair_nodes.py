@@ -113,15 +113,24 @@ class PairBuilder(StatsBuilder):
         if light:
             return done(max_abs)
         absb = self.node("Abs", [self.node("Reshape", [b, flat()], f"{base}.b_flat") if flats else b], f"{base}.absb")
-        b_absmax = self.red("ReduceMax", absb, f"{base}.b_absmax", keepdims=1)
-        excess = (self.red("ReduceMax", self.node("Sub", [ad_flat, self.node("Mul", [absb, self.f32(rtol)], f"{base}.rtol_b")],
-                                                  f"{base}.excess_el"), f"{base}.excess", keepdims=1) if rtol else max_abs)
-        if not extras:
-            return done(self.node("Concat", [max_abs, b_absmax, excess], f"{base}.maxima", axis=0))
-        rel = self.node("Div", [ad_flat, self.node("Max", [absb, self.f32(REL_TINY)], f"{base}.absb_tiny")], f"{base}.rel")
-        max_rel = self.red("ReduceMax", rel, f"{base}.max_rel", keepdims=1)
-        maxima = self.node("Concat", [max_abs, b_absmax, excess, max_rel], f"{base}.maxima", axis=0)
-        return done(maxima)
+        return done(self.maxima(ad_flat, absb, max_abs, rtol, base, extras))
+
+    def maxima(self, ad: str, absb: str, max_abs: str, rtol: float, base: str, extras: bool, axes: list[int] | None = None,
+               axis: int = 0) -> str:
+        """A row's ``MAXIMA`` from |a - b| (``ad``), |b| (``absb``) and max |d|: max |b|, the allclose excess
+        max(|d| - rtol |b|) (max |d| itself where ``rtol`` is 0) and, with ``extras``, max |d| / max(|b|, REL_TINY),
+        each a ReduceMax over ``axes`` (None: all), concatenated on ``axis``: a pair's row (``row_head``) and a stack's
+        (``graph.stack_nodes``, one row per pair along axis 1)."""
+        def most(x: str, tag: str) -> str:
+            return self.red("ReduceMax", x, f"{base}.{tag}", axes=axes, keepdims=1)
+
+        cols = [max_abs, most(absb, "b_absmax")]
+        cols.append(most(self.node("Sub", [ad, self.node("Mul", [absb, self.f32(rtol)], f"{base}.rtol_b")], f"{base}.excess_el"),
+                         "excess") if rtol else max_abs)
+        if extras:
+            cols.append(most(self.node("Div", [ad, self.node("Max", [absb, self.f32(REL_TINY)], f"{base}.absb_tiny")], f"{base}.rel"),
+                             "max_rel"))
+        return self.node("Concat", cols, f"{base}.maxima", axis=axis)
 
 
 class RowHead(NamedTuple):

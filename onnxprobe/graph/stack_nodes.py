@@ -25,7 +25,6 @@ import numpy as np
 from onnx import TensorProto
 
 from onnxprobe.graph.stats_nodes import ABS_ROW_MAX, BLOCK_MIN
-from onnxprobe.stats.metrics import REL_TINY
 from onnxprobe.types import element_count
 
 # a shape and criterion shared by fewer pairs than this: they leave the run raw (a stack costs ~30 nodes, each
@@ -110,14 +109,7 @@ def stack_row(pb, xs: list[str], ys: list[str], shape, rtol: float, base: str, l
     if light:
         return StackRow(max_abs, argmax, sums), a
     absb = pb.node("Abs", [b], f"{base}.absb")
-    b_absmax = pb.red("ReduceMax", absb, f"{base}.b_absmax", axes=[1], keepdims=1)
-    excess = (pb.red("ReduceMax", pb.node("Sub", [ad, pb.node("Mul", [absb, pb.f32(rtol)], f"{base}.rtol_b")], f"{base}.excess_el"),
-                     f"{base}.excess", axes=[1], keepdims=1) if rtol else max_abs)
-    cols = [max_abs, b_absmax, excess]
-    if extras:
-        rel = pb.node("Div", [ad, pb.node("Max", [absb, pb.f32(REL_TINY)], f"{base}.absb_tiny")], f"{base}.rel")
-        cols.append(pb.red("ReduceMax", rel, f"{base}.max_rel", axes=[1], keepdims=1))
-    return StackRow(pb.node("Concat", cols, f"{base}.maxima", axis=1), argmax, sums), a
+    return StackRow(pb.maxima(ad, absb, max_abs, rtol, base, extras, axes=[1], axis=1), argmax, sums), a
 
 
 __all__ = ["STACK_MIN", "STACK_MAX", "STACK_BYTES", "StackRow", "partial_length", "stackable", "stack_size", "stack_terms",
