@@ -19,8 +19,9 @@ def runtime_shapes(a: Side, fg: FusedGraph, feeds: dict) -> dict[int, tuple[list
     if fg.model is None:
         return {}
     shapes = [o for o in fg.outputs if o.startswith(SHAPE_PREFIX) and o[-1] in "ab"]
-    small = [t for names in [*fg.raw.values(), *(n for s in fg.stacks for n in s["names"])] for t in names[:2]]
-    wanted = list(dict.fromkeys(shapes + small))
+    # the pairs read as values (taken raw, or a stack's members): (pair, [A's tensor, B's, ...])
+    members = [*fg.raw.items(), *((k, n) for s in fg.stacks for k, n in zip(s["pairs"], s["names"]))]
+    wanted = list(dict.fromkeys(shapes + [t for _, names in members for t in names[:2]]))
     model = onnx.ModelProto()
     model.CopyFrom(fg.model)
     _prune(model.graph, wanted)
@@ -32,7 +33,7 @@ def runtime_shapes(a: Side, fg: FusedGraph, feeds: dict) -> dict[int, tuple[list
             sa, sb = (np.asarray(got[f"{SHAPE_PREFIX}{k}{s}"]).reshape(-1).tolist() for s in "ab")
             if sa != sb:
                 out[k] = ([int(d) for d in sa], [int(d) for d in sb])
-    for k, names in [*fg.raw.items(), *((k, n) for s in fg.stacks for k, n in zip(s["pairs"], s["names"]))]:
+    for k, names in members:
         sa, sb = (list(np.shape(got[t])) for t in names[:2])
         if sa != sb:
             out[k] = (sa, sb)
