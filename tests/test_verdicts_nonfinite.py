@@ -86,6 +86,28 @@ def test_one_side_nan_fails_and_the_row_says_why(tmp_path):
     assert "FAIL NaN/Inf" in text and f"NaN/Inf mismatch at {want_mismatch} position(s)" in text
 
 
+@pytest.mark.parametrize("extra", [[], ["--separate-runs"]])
+def test_nan_against_minus_inf_fails_and_the_row_says_both_sides_are_non_finite(tmp_path, extra):
+    """NaN on A where B has -inf (Log of a negative, Log of 0): both sides non-finite, not alike; the line under
+    the table does not call it NaN/Inf on one side only."""
+    a = save(tmp_path, "a", log_model(0.5))  # NaN where x < 0.5
+    relu = log_model(0.5)
+    relu.graph.node.insert(1, helper.make_node("Relu", ["d"], ["r"], name="relu"))
+    relu.graph.node[2].input[0] = "r"  # -inf where x < 0.5: Log(0)
+    b = save(tmp_path, "b", relu)
+    with np.errstate(all="ignore"):
+        ya, yb = np.log(X.astype(np.float64) - 0.5), np.log(np.maximum(X.astype(np.float64) - 0.5, 0))
+    want = int(np.sum(~np.isfinite(ya) & ~np.isfinite(yb) & ~((np.isnan(ya) & np.isnan(yb)) | (ya == yb))))
+    assert want == 4  # the oracle: NaN against -inf at every x < 0.5
+    r, d = run_json(tmp_path, a, b, *extra)
+    assert r.exit_code == 1 and d["verdict"] == "fail", r.output
+    y = d["pairs"][0]
+    assert y["passed"] is False and y["nonfinite_mismatch"] == want and y["count"] == 8 - want
+    np.save(tmp_path / "x.npy", X)
+    text = " ".join(invoke("diff", a, b, "--input", f"x={tmp_path / 'x.npy'}", *extra).stdout.split())
+    assert f"NaN/Inf mismatch at {want} position(s)" in text and "a different one on each" in text, text
+
+
 def test_nan_alike_on_both_sides_is_left_out_out_loud(tmp_path):
     m = save(tmp_path, "m", log_model(0.5))
     r, d = run_json(tmp_path, m, m)

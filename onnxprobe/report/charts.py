@@ -16,7 +16,7 @@ from __future__ import annotations
 import html
 import math
 
-from onnxprobe.report.format import exact_db, finite
+from onnxprobe.report.format import NONFINITE_UNALIKE, exact_db, finite
 from onnxprobe.text import pieces
 
 
@@ -96,7 +96,7 @@ def _failing(rows, acc, intro) -> list:
         what = [f"{pt[1]:.4g} dB" if pt[1] is not None else "no finite pair" if not p.get("count")
                 else "-inf dB: B all zeros where A is not" if p.get("max_abs") else "no error over the finite values"]
         if p.get("nonfinite_mismatch"):
-            what.append(f"NaN/Inf on one side only ({p['nonfinite_mismatch']} elements)")
+            what.append(f"{NONFINITE_UNALIKE} ({p['nonfinite_mismatch']} elements)")
         out.append((pt[0], pt[1] if pt[1] is not None else bottom, pt[2], pt[3], "; ".join(what)))
     return out
 

@@ -11,7 +11,7 @@ from onnxprobe.errors import report_voice
 from onnxprobe.report.cells import cells, ljust
 from onnxprobe.report.columns import DIFF_COLUMNS, DIFF_JUDGED_COLUMNS, DIFF_PROBLEM, DIFF_PROFILE_COLUMNS
 from onnxprobe.report.console import phrased
-from onnxprobe.report.format import finite as finite_number, json_float, json_word, num, num_or_word, op, safe, shape, shorten
+from onnxprobe.report.format import NONFINITE_UNALIKE, finite as finite_number, json_float, json_word, num, num_or_word, op, safe, shape, shorten
 from onnxprobe.report.table import Table
 from onnxprobe.report.wrap import phrase_wrap
 from onnxprobe.stats.metrics import json_sqnr
@@ -134,7 +134,7 @@ def why_lines(d: dict, limit: int = 5) -> list[tuple[str, str]]:
         if p.get("problem"):
             why = p["problem"] if p["passed"] is not None else f"not compared: {p['problem']}"
         elif mis:
-            why = f"NaN/Inf mismatch at {mis} position(s) (NaN/Inf on one side only); the metrics are over the {count} finite pair(s)"
+            why = f"NaN/Inf mismatch at {mis} position(s) ({NONFINITE_UNALIKE}); the metrics are over the {count} finite pair(s)"
         elif same:
             why = f"{same} value(s) NaN/Inf on both sides alike, left out; the metrics are over the other {count}"
         else:
@@ -268,7 +268,7 @@ def diff_renderables(res, width: int = 120, order=None, asked: tuple[str, ...] =
         odd = sum(1 for p in topo if not p["exact"] and p.get("nonfinite_mismatch"))
         if not measured and odd:  # no error over the finite values, NaN/Inf on one side elsewhere: not exact
             out.append(Text(f"SQNR along depth: no error over the finite values; {odd} pair{'s' if odd != 1 else ''} with "
-                            f"NaN/Inf on one side only, {n_exact} exact"))
+                            f"{NONFINITE_UNALIKE}, {n_exact} exact"))
         elif not measured and n_exact == len(topo):  # every pair exact: a number would read as a measurement
             out.append(Text(f"SQNR along depth: every pair exact ({n_exact})"))
         elif not measured:  # the others not compared (empty, not run, shapes that differ): no pass for exact
@@ -276,7 +276,7 @@ def diff_renderables(res, width: int = 120, order=None, asked: tuple[str, ...] =
                             f"{len(topo) - n_exact} not compared)"))
         else:
             low = f"-inf dB ({neg} pair{'s' if neg > 1 else ''}: B all zeros where A is not, as blanks)" if neg else f"{num(min(measured), 3)} dB"
-            blanks = f"{odd} with NaN/Inf on one side only, as blanks; " if odd else ""
+            blanks = f"{odd} with {NONFINITE_UNALIKE}, as blanks; " if odd else ""
             out.append(Text(f"{lead}{line}  ({end(ends[0])} → {end(ends[-1])}, min {low}; {blanks}"
                             + (f"a block per {per} pairs, their worst; " if per > 1 else "") + "exact pairs as full blocks)"))
     n_fail = sum(1 for p in d["pairs"] if p["passed"] is False)

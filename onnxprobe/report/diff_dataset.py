@@ -7,7 +7,7 @@ from __future__ import annotations
 from rich.text import Text
 
 from onnxprobe.report.diff import diff_dict, diff_renderables
-from onnxprobe.report.format import num, safe
+from onnxprobe.report.format import NONFINITE_UNALIKE, num, safe
 from onnxprobe.stats.pooled import dataset_fields
 
 EMPTY = {"worst_sample": None, "max_rel_sample": None, "sqnr_per_sample": None, "sums": None, "introduced_sums": None}
@@ -47,7 +47,7 @@ def diff_dataset_renderables(d: dict, width: int = 120, asked: tuple[str, ...] =
             continue
         # samples with no SQNR of their own are left out of the ranking, and said
         left = [f"{n} with {what}" for n, what in ((sp.get("not_compared"), "nothing compared"),
-                                                   (sp.get("nonfinite"), "NaN/Inf on one side")) if n]
+                                                   (sp.get("nonfinite"), NONFINITE_UNALIKE)) if n]
         aside = f" ({', '.join(left)}: left out)" if left else ""
         if sp["min"] is None:
             spread = f"no sample with an SQNR{aside}"
@@ -56,7 +56,7 @@ def diff_dataset_renderables(d: dict, width: int = 120, asked: tuple[str, ...] =
                       f"median {_db(sp['median'])}{aside}")
         worst = "" if p.get("exact") or not p.get("max_abs") else f"; worst |a-b| in {safe(p.get('worst_sample') or '-')}"
         if p.get("nonfinite_sample"):  # the per-sample SQNR is over finite pairs: it cannot show these
-            worst += f"; NaN/Inf on one side first in {safe(p['nonfinite_sample'])}"
+            worst += f"; {NONFINITE_UNALIKE}: first in {safe(p['nonfinite_sample'])}"
         out.append(Text(f"  output {safe(p['b'])}: SQNR per sample {spread}{worst}",
                         style="bold red" if p.get("passed") is False else None))
     return out

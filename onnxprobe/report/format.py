@@ -12,6 +12,8 @@ safe = clean  # text from a model, for a Text or a table cell
 # where an exact pair (infinite SQNR) is drawn or coloured, in every picture (JSON has no inf): float32
 # agrees to about 140 dB; float64 pairs measure more (exact_db)
 EXACT_DB = 140.0
+# a pair's NaN/Inf positions that disagree (stats.metrics' nonfinite_mismatch), as every report words them
+NONFINITE_UNALIKE = "NaN/Inf on one side only, or a different one on each"
 
 
 def plural(n: int, word: str) -> str:
