@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -980,6 +981,43 @@ def test_the_default_criterion_of_a_quantized_pair_in_either_order(qdir):
                        (q, quantize("cnn", "qoperator", qdir), "two quantized models")):
         res = api.diff(a, b)
         assert res.criterion.startswith("SQNR") and what in res.criterion, res.criterion
+
+
+def test_a_quantized_model_against_itself_is_one_computation_not_a_float_model(qdir, tmp_path):
+    """A quantized file diffed against itself, or against a byte copy at another path, run the same way: judged as one
+    computation (allclose, every pair exact), in words that say so; the file given twice was worded "the default
+    for float models", and its copy got the SQNR rule of two quantized models."""
+    q = quantize("cnn", "qdq", qdir)
+    copy = tmp_path / "copy.onnx"
+    copy.write_bytes(Path(q).read_bytes())
+    for b in (q, copy):
+        res = api.diff(q, b)
+        assert res.criterion.startswith("|a-b| <=") and "one model against itself or its copy" in res.criterion, res.criterion
+        assert "float" not in res.criterion and res.verdict()[0] == "pass" and res.compared, res.criterion
+        assert all(r.metrics.exact for r in res.results if r.metrics is not None)
+
+
+def test_a_copy_of_a_big_quantized_model_is_one_only_while_every_weight_byte_is_the_same(tmp_path):
+    """Weights of a file of 4 MiB or more stay there (read when compared): a copy is one model with it while every byte
+    of its weights is the same; one int8 code changed makes it another quantized model (the SQNR rule)."""
+    rng = np.random.default_rng(0)
+    w = rng.integers(-127, 128, (1024, 4608), dtype=np.int8)  # 4.5 MiB of int8 weights, behind DequantizeLinear
+    nodes = [helper.make_node("DequantizeLinear", ["W", "s"], ["Wf"]), helper.make_node("MatMul", ["x", "Wf"], ["y"])]
+    m = make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1024])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4608])],
+                   [numpy_helper.from_array(w, "W"), numpy_helper.from_array(np.array(0.01, np.float32), "s")])
+    onnx.save(m, tmp_path / "q.onnx")
+    data = (tmp_path / "q.onnx").read_bytes()
+    assert len(data) >= 4 << 20
+    (tmp_path / "copy.onnx").write_bytes(data)
+    w2 = w.copy()
+    w2[1023, 4607] ^= 1  # the last code, another value
+    m.graph.initializer[0].CopyFrom(numpy_helper.from_array(w2, "W"))
+    onnx.save(m, tmp_path / "other.onnx")
+    same = api.diff(tmp_path / "q.onnx", tmp_path / "copy.onnx")
+    other = api.diff(tmp_path / "q.onnx", tmp_path / "other.onnx")
+    assert "one model against itself or its copy" in same.criterion, same.criterion
+    assert other.criterion.startswith("SQNR") and "two quantized models" in other.criterion, other.criterion
 
 
 def test_nothing_compared_counts_the_unmatched_as_the_footer_does(tmp_path):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 import onnx
 from onnx import TensorProto
 
@@ -16,6 +17,7 @@ from onnxprobe.compare.sides import Side
 from onnxprobe.errors import UsageError
 from onnxprobe.graph.constants import constants
 from onnxprobe.graph.select import Selection, select
+from onnxprobe.graph.skeleton import large_initializers, raw_bytes, skeleton
 from onnxprobe.graph.walk import unread_extras
 from onnxprobe.runtime.feeds import model_inputs
 from onnxprobe.stats.metrics import Tolerance
@@ -43,7 +45,7 @@ def default_tolerance(a: Side, b: Side) -> Tolerance:
     qa, qb = a.observation.quantized, b.observation.quantized
     # two models, one quantized weights only (float activations): int8 weights are no closer than 1e-4 either
     wa, wb = qa or a.observation.weights_quantized, qb or b.observation.weights_quantized
-    if wa != wb or (wa and wb and not one_model(a, b)):  # one model on two runtimes or devices: below
+    if wa != wb or (wa and wb and not one_model(a, b) and not same_content(a, b)):  # one model run two ways: below
         what = ("two quantized models" if wa and wb else "a quantized model against a float one" if wa else
                 "a float model against a quantized one")
         return Tolerance(metric="sqnr", min_sqnr=QUANTIZED_MIN_SQNR, why=f"the default for {what}", default=True)
@@ -70,6 +72,8 @@ def default_tolerance(a: Side, b: Side) -> Tolerance:
         return Tolerance(metric="sqnr", min_sqnr=CROSS_RUNTIME_MIN_SQNR, abs_floor=CROSS_RUNTIME_ABS_FLOOR,
                          why=f"the default for one float model on two runtimes ({a.runner.kind}, {b.runner.kind})",
                          default=True)
+    if wa:  # one quantized model (or a copy) against itself, run the same way (one runtime, level, device): one computation
+        return Tolerance(why="the default for one model against itself or its copy, run the same way", default=True)
     return Tolerance(why="the default for float models", default=True)
 
 
@@ -118,6 +122,19 @@ def run_two_ways(a: Side, b: Side) -> bool:
 def one_model(a: Side, b: Side) -> bool:
     """The two sides run one model (--vs-opt-level, --vs-device, --vs-runtime): one Model, or one file."""
     return a.model is b.model or a.model.proto is b.model.proto or bool(a.model.source and a.model.source == b.model.source)
+
+
+def same_content(a: Side, b: Side) -> bool:
+    """Two files that hold one model (a copy at another path): the same graph, small tensors and metadata, and the
+    same bytes in every large weight, so that a copy is judged as the file given twice is. A weight in an external data
+    file as onnx refers to it (by a path relative to each model) is not read here: such models are not called one."""
+    pa, pb = a.model.proto, b.model.proto
+    big = [large_initializers(pa), large_initializers(pb)]
+    if any(t.data_location == TensorProto.EXTERNAL for t in [*pa.graph.initializer, *pb.graph.initializer]):
+        return False
+    if len(big[0]) != len(big[1]) or skeleton(pa).SerializeToString() != skeleton(pb).SerializeToString():
+        return False  # the skeletons hold the nodes, small tensors and the large ones' names, types and dims
+    return all(np.array_equal(raw_bytes(x), raw_bytes(y)) for x, y in zip(*big))
 
 
 def half(side: Side) -> str | None:
