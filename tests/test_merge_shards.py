@@ -141,6 +141,47 @@ def test_a_shard_that_does_not_list_its_samples_is_compared_on_its_statistics(tm
     assert "holds the same statistics as" in _refused(a, old)
 
 
+def test_a_shard_rewritten_by_jq_is_compared_on_its_values_not_their_text(tmp_path):
+    """jq writes 0.0 as 0: a copy of a shard rewritten by it, without its digests, beside the shard merged (its samples
+    counted twice), the statistics compared as text."""
+    a, old = tmp_path / "a.json", tmp_path / "old.json"
+    _run("layers", sample_path("cnn"), "--inputs-dir", _folder(tmp_path / "a", range(2)), "--json", a)
+    text = a.read_text()
+    assert ": 0.0" in text  # a statistic that is a whole number (zero_fraction 0.0 of the Conv outputs...)
+    d = json.loads(text.replace(": 0.0,", ": 0,"))
+    d["sample_digests"] = []  # emptied: says nothing of the samples (as none at all)
+    old.write_text(json.dumps(d))
+    assert "holds the same statistics as" in _refused(a, old)
+
+
+@pytest.mark.parametrize("unsaid", ["[]", "absent"])
+def test_a_merge_with_a_shard_that_does_not_list_its_samples_keeps_one_entry_a_batch(tmp_path, unsaid):
+    """A shard whose sample_digests is [] beside its batches merged into a report of 3 batches and 2 digests, which
+    merge-stats then refused as damaged; the merged report says null for the samples it does not know, and a shard
+    whose samples it holds is refused beside it (it merged, those samples counted twice)."""
+    a, b, m = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "m.json"
+    _run("layers", sample_path("cnn"), "--inputs-dir", _folder(tmp_path / "a", range(2)), "--json", a)
+    _run("layers", sample_path("cnn"), "--inputs-dir", _folder(tmp_path / "b", range(2, 3)), "--json", b)
+    d = json.loads(b.read_text())
+    if unsaid == "[]":
+        d["sample_digests"] = []
+    else:
+        d.pop("sample_digests")
+    b.write_text(json.dumps(d))
+    _run("merge-stats", a, b, "--json", m)
+    merged = json.loads(m.read_text())
+    digests = json.loads(a.read_text())["sample_digests"]
+    assert merged["batches"] == 3 and merged["sample_digests"] == digests + [None], merged["sample_digests"]
+    assert "every sample of" in _refused(m, a)
+    c = tmp_path / "c.json"  # another shard beside the merged one: merged, every batch counted once
+    _run("layers", sample_path("cnn"), "--inputs-dir", _folder(tmp_path / "c", range(3, 4)), "--json", c)
+    again = json.loads(_run("merge-stats", m, c, "--json", "-").stdout)
+    assert again["batches"] == 4 and len(again["sample_digests"]) == 4
+    want = _counts(range(4))
+    got = {t["name"]: t["count"] for t in again["tensors"]}
+    assert got and got == {name: want[name] for name in got}
+
+
 def test_diff_shards_are_told_apart_by_their_samples_too(tmp_path):
     """The same for dataset diff reports: a rerun with the model elsewhere is refused; shards of one file
     name merge in stages."""
@@ -377,11 +418,14 @@ def test_a_diff_shard_of_empty_batches_beside_one_with_an_empty_batch_merges(tmp
     lambda s: s.update(mismatch=10**6),                            # more NaN/Inf mismatches than positions
     lambda s: s.update(sum_abs=[s["sum_abs"][0] * 1e9]),          # mean |a-b| above max |a-b|
     lambda s: s.update(dd=[s["dd"][0] * 1e9]),                     # rmse above max |a-b|
-], ids=["count-0", "count-past-positions", "mismatch-past-positions", "mean-abs-past-max", "rmse-past-max"])
+    lambda s: s.update(ab=[-1e9]),                                 # |Σab| above sqrt(Σa²Σb²): cosine -1 at 91 dB
+    lambda s: s.update(ab=[-v for v in s["ab"]]),                  # Σ(a-b)² is not Σa² - 2Σab + Σb²
+], ids=["count-0", "count-past-positions", "mismatch-past-positions", "mean-abs-past-max", "rmse-past-max",
+        "ab-past-cauchy-schwarz", "ab-not-dd"])
 def test_diff_sums_no_pairs_have_are_refused(tmp_path, edit):
     """A diff shard's sums edited so that no element pairs have them (sums beside a count of 0, more pairs
-    or mismatches than element positions, Σ|a-b| above count·max|a-b|, Σ(a-b)² above count·max|a-b|²)
-    merged into a pooled mean |a-b|, rmse or NaN/Inf count that no data has, exit by verdict only."""
+    or mismatches than element positions, Σ|a-b| above count·max|a-b|, Σ(a-b)² above count·max|a-b|², |Σab| above
+    sqrt(Σa²Σb²), Σ(a-b)² far from Σa² - 2Σab + Σb²) merged into a pooled mean |a-b|, rmse or NaN/Inf count that no data has, exit by verdict only."""
     shards = _diff_shards(tmp_path)
 
     def change(d):
