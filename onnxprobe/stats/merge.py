@@ -179,13 +179,28 @@ def check_identity(reports: list[dict], keys: tuple[str, ...]) -> None:
                                  "onnxprobe")
 
 
-def _digests(reports: list[dict]) -> list[list[str] | None]:
-    """Each report's ``sample_digests``, checked; None where a report does not say (an older report)."""
-    lists = [r.get("sample_digests") for r in reports]
-    for r, x in zip(reports, lists):
-        if x is not None and (not isinstance(x, list) or not all(isinstance(v, str) for v in x)):
+def _digests(reports: list[dict]) -> list[list[str | None]]:
+    """Each report's ``sample_digests``, checked: a digest a sample (batch), None for a sample whose digest it does
+    not say (a report older than digests, a list left empty beside its samples, or a merged report's entry for such
+    a shard's samples: null in its JSON)."""
+    out = []
+    for r in reports:
+        x, n = r.get("sample_digests"), r.get("batches", r.get("samples"))
+        if x is not None and (not isinstance(x, list) or not all(v is None or isinstance(v, str) for v in x)):
             raise UsageError(f"{r['_path']}: sample_digests is not a list of digests: a damaged report")
-    return lists
+        # [] beside samples says nothing of them (a merge that took it for "none" wrote fewer digests than batches,
+        # a report merge-stats then refused as damaged); check_report refuses any other length
+        out.append(x if x else [None] * (n if isinstance(n, int) else 0))
+    return out
+
+
+def _floats(v):
+    """``v`` (parsed JSON) with every number a float, for comparing reports as values rather than as text."""
+    if isinstance(v, dict):
+        return {k: _floats(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_floats(x) for x in v]
+    return float(v) if isinstance(v, int) and not isinstance(v, bool) else v
 
 
 def refuse_shards_given_twice(reports: list[dict], stats: tuple[str, ...], valueless: list[bool] | None = None) -> None:
@@ -198,18 +213,21 @@ def refuse_shards_given_twice(reports: list[dict], stats: tuple[str, ...], value
     A shard with no value (``valueless``: of empty batches only, whose digests are any empty batch's) has
     nothing to count twice: refused only beside one of exactly its samples (itself again, or a copy)."""
     lists = _digests(reports)
-    held = [Counter(x) if x else None for x in lists]  # an empty list says nothing of the samples
-    same = [json.dumps({k: r.get(k) for k in stats}, sort_keys=True, default=str) for r in reports]
+    known = [Counter(v for v in x if v is not None) for x in lists]
+    full = [bool(x) and None not in x for x in lists]  # every sample's digest said
+    # every number as a float: 0 and 0.0 are one number (a shard rewritten by jq writes 0.0 as 0)
+    same = [json.dumps(_floats({k: r.get(k) for k in stats}), sort_keys=True, default=str) for r in reports]
     for k, r in enumerate(reports):
         for j, o in enumerate(reports):
             if j == k:
                 continue
-            if held[k] is not None and held[j] is not None:
-                if held[k] - held[j] or (held[k] == held[j] and j > k):  # the same samples: said of the later one
+            if full[k] and known[j]:  # every sample of k known, some of j's (a merged report's others unknown)
+                alike = full[j] and known[k] == known[j]
+                if known[k] - known[j] or (alike and j > k):  # the same samples: said of the later one
                     continue
-                if valueless and valueless[k] and held[k] != held[j]:  # its empty batches beside another's
+                if valueless and valueless[k] and not alike:  # its empty batches beside another's
                     continue
-                what = (f"{r['_path']} holds the same samples as {o['_path']}" if held[k] == held[j] else
+                what = (f"{r['_path']} holds the same samples as {o['_path']}" if alike else
                         f"every sample of {r['_path']} is also in {o['_path']}") + " (the same input values)"
             elif same[k] == same[j] and j < k:
                 what = f"{r['_path']} holds the same statistics as {o['_path']}"
@@ -226,11 +244,11 @@ def sample_overlap(reports: list[dict]) -> tuple[list[str] | None, list[str]]:
     which count those samples twice. A note, not a refusal: a dataset may hold the same values twice."""
     shards = sorted(reports, key=lambda r: Path(r["_path"]).name)
     lists = _digests(shards)
-    if any(x is None for x in lists):
-        return None, []  # a shard that does not say which samples it holds (an older report): nothing to check
+    if all(v is None for x in lists for v in x):
+        return None, []  # no shard says which samples it holds (older reports): nothing to check
     where: dict[str, list[str]] = {}
     for r, digests in zip(shards, lists):
-        for v in set(digests):
+        for v in set(digests) - {None}:  # a sample whose digest is not said: null in the merged list, as it was
             where.setdefault(v, []).append(Path(r["_path"]).name)
     shared = {v: files for v, files in where.items() if len(files) > 1}
     merged = [v for x in lists for v in x]

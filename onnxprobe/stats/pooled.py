@@ -307,6 +307,13 @@ def _check_pairs_have(count: int, mismatch: int, positions: int | None, max_abs:
         if held or max_abs:
             raise ValueError(f"no finite pair (count 0), yet {'/'.join(held) or 'max_abs'} of some")
         return
+    if all(k in known for k in ("aa", "bb", "ab")):  # products of one set of pairs (Σa², Σb², Σab in one unit)
+        aa, bb, ab = (float(known[k]) for k in ("aa", "bb", "ab"))
+        if abs(ab) > math.sqrt(aa) * math.sqrt(bb) * 1.001:  # |Σab| <= sqrt(Σa² Σb²) (Cauchy-Schwarz), beyond rounding
+            raise ValueError("'ab' is larger than 'aa' and 'bb' allow (|Σab| <= sqrt(Σa²·Σb²))")
+        # Σ(a-b)² = Σa² - 2Σab + Σb², to float32 rounding of sums over many pairs (1e-2 of Σa² + Σb²: far beyond it)
+        if "dd" in known and abs(float(known["dd"]) - (aa - 2 * ab + bb)) > 1e-2 * (aa + bb):
+            raise ValueError("'dd' is not 'aa' - 2 'ab' + 'bb' (Σ(a-b)² = Σa² - 2Σab + Σb²)")
     if not math.isfinite(max_abs):
         return
     top = Fraction(max_abs) / Fraction(2) ** exp  # in the sums' unit
