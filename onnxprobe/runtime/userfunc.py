@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import os
 import sys
 from typing import Callable
 
@@ -44,8 +45,15 @@ def load_function(spec: str, flag: str | tuple[str, str], expects: str) -> tuple
     p = input_file(path, "Python file", flag)
     if p.suffix != ".py":
         raise _error(flag, clean(path), ": not a Python file (.py)")
-    protect(p, "the Python file of " + (flag[1] if isinstance(flag, tuple) else flag))
+    what = "the Python file of " + (flag[1] if isinstance(flag, tuple) else flag)
+    protect(p, what)
     name = f"onnxprobe_user_{abs(hash(str(p.resolve())))}"
+    folder = str(p.resolve().parent)
+    # its folder first on the module path, as `python FILE.py` puts it (a build file does `from model import Net`);
+    # for the rest of the process, since FUNC(), a generator's items or a module's forward may import later
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    before = set(sys.modules)
     # the import writes no bytecode beside the file (__pycache__/FILE.cpython-3XX.pyc in the user's folder,
     # which onnxprobe was given to read), nor beside what the file imports while it runs (helpers beside it)
     write_bytecode, sys.dont_write_bytecode = sys.dont_write_bytecode, True
@@ -59,19 +67,35 @@ def load_function(spec: str, flag: str | tuple[str, str], expects: str) -> tuple
         raise _error(flag, clean(path), f": importing it raised {raised(e)}") from None
     finally:
         sys.dont_write_bytecode = write_bytecode
+        protect_imported(before, folder, what)
     fn = getattr(code, func, None)
     if fn is None or not callable(fn):
         raise _error(flag, clean(spec), f": {clean(path)} has no function {quote(func)}")
     return fn, func
 
 
+def protect_imported(before: set[str], folder: str, what: str) -> None:
+    """The modules imported since ``before`` from ``folder`` (or below it: the user's helpers beside the file, not
+    installed packages) recorded as inputs, never to be written (``--json model.py`` would overwrite one)."""
+    root = os.path.join(folder, "")
+    for m in set(sys.modules) - before:
+        f = getattr(sys.modules.get(m), "__file__", None)
+        if isinstance(f, str) and os.path.realpath(f).startswith(root):
+            protect(f, f"a module that {what} imports")
+
+
 def call_function(fn: Callable, func: str, spec: str, flag: str | tuple[str, str]):
-    """``fn()``, anything it raises as one line."""
+    """``fn()``, anything it raises as one line; what it imports from beside the user's file stays unwritten too."""
+    before = set(sys.modules)
     try:
         with user_code():
             return fn()
     except (Exception, SystemExit) as e:  # noqa: BLE001 - a sys.exit() in it would end onnxprobe silently
         raise _error(flag, clean(spec), f": {clean(func)}() raised {raised(e)}") from None
+    finally:
+        file = getattr(getattr(fn, "__code__", None), "co_filename", None)
+        if isinstance(file, str) and os.path.isfile(file):
+            protect_imported(before, os.path.dirname(os.path.realpath(file)), f"the function {clean(func)}")
 
 
 def raised(e: BaseException) -> str:
