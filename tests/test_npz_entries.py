@@ -87,7 +87,8 @@ def test_a_dataset_batch_with_an_array_stored_twice_fails_naming_it(tmp_path):
 
 
 def test_save_entries_unzip_to_one_file_each_and_np_load_reads_every_tensor_by_its_mapped_name(tmp_path):
-    """`layers --save` stored '/abs' as the entry '/abs.npy' and 'abs' as 'abs.npy': unzip strips a leading
+    """Tensors 'x.npy' and 'x' were stored as members x.npy.npy and x.npy, and np.load's key 'x.npy' (and onnxprobe's
+    reader, and diff --vs-npz) read the member x.npy: tensor 'x' for 'x.npy'. `layers --save` stored '/abs' as the entry '/abs.npy' and 'abs' as 'abs.npy': unzip strips a leading
     '/' (an absolute path) and extracted both to abs.npy, one overwriting the other (QA). Each entry now
     extracts to a file of its own, distinct from every other entry's file and folder (a file 'a.npy' and a
     folder 'a.npy' for 'a.npy/b' cannot both be extracted); a PyTorch export's '/conv1/...' keeps its name as
@@ -103,7 +104,9 @@ def test_save_entries_unzip_to_one_file_each_and_np_load_reads_every_tensor_by_i
              "abs.npy/c", "./d", "e//f"]
     nodes, prev = [], "inp"
     for i, n in enumerate(names):
-        nodes.append(helper.make_node("Neg" if i % 2 == 0 else "Relu", [prev], [n], name=f"n{i}"))
+        # Neg and Exp: every tensor its own values (Neg and Relu made 'x.npy' and 'x' both zeros, QA: one read for the
+        # other passed)
+        nodes.append(helper.make_node("Neg" if i % 2 == 0 else "Exp", [prev], [n], name=f"n{i}"))
         prev = n
     m = helper.make_model(helper.make_graph(nodes, "g", [helper.make_tensor_value_info("inp", TensorProto.FLOAT, [3])],
                                             [helper.make_tensor_value_info(prev, TensorProto.FLOAT, [3])]),
@@ -136,9 +139,25 @@ def test_save_entries_unzip_to_one_file_each_and_np_load_reads_every_tensor_by_i
         mapped = json.loads(str(z["onnxprobe.names"]))
         assert sorted(mapped.values()) == sorted(names) and len(mapped) == len(names)
         # a plain name keeps its entry, and so does a PyTorch export's '/...' where nothing else extracts there
-        assert mapped["x"] == "x" and mapped["/a/b"] == "/a/b" and mapped["/abs"] == "/abs"
+        assert mapped["x.npy"] == "x.npy" and mapped["/a/b"] == "/a/b" and mapped["/abs"] == "/abs"
         assert "abs" not in mapped and "a/b" not in mapped  # extracted where '/abs' and '/a/b' are: renamed
+        # 'x' after 'x.npy': its member x.npy is the key np.load takes for the member x.npy.npy (tensor 'x.npy'
+        # read tensor 'x''s values): renamed
+        assert "x" not in mapped and "x" in mapped.values()
         for entry, name in mapped.items():
             np.testing.assert_array_equal(z[entry], want[name])
     got = read_npz(npz)  # onnxprobe's reader maps the entries back to the true names
     assert sorted(got) == sorted(names) and all(np.array_equal(got[n], want[n]) for n in names)
+
+
+def test_arrays_a_and_a_npy_of_np_savez_are_read_each_as_itself(tmp_path):
+    """np.savez(a=A, **{'a.npy': B}) stores members a.npy and a.npy.npy; np.load's key 'a.npy' is the member a.npy
+    (A), so the reader gave A for both (an --inputs or --vs-npz archive made by numpy)."""
+    a, b = np.arange(3, dtype=np.float32), np.full(3, 7.0, np.float32)
+    np.savez(tmp_path / "ab.npz", **{"a": a, "a.npy": b})
+    with zipfile.ZipFile(tmp_path / "ab.npz") as z:
+        assert sorted(z.namelist()) == ["a.npy", "a.npy.npy"]
+    got = read_npz(tmp_path / "ab.npz")
+    assert sorted(got) == ["a", "a.npy"]
+    np.testing.assert_array_equal(got["a"], a)
+    np.testing.assert_array_equal(got["a.npy"], b)

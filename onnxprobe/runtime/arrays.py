@@ -235,7 +235,9 @@ def read_npz(path: str | Path, flag: str | tuple[str, str] = "", shown: str | No
                 total += declared
             check_fits(total, f"{name} (all its arrays)")
         with np.load(p, allow_pickle=False) as z:
-            arrays = {k: z[k] for k in z.files if k != NAMES_ENTRY and k in entries}
+            # by the member's own file name: np.load takes a key that is a member's file name as that member (the
+            # key 'a.npy' of members a.npy and a.npy.npy read the first)
+            arrays = {k: z[entries[k]] for k in z.files if k != NAMES_ENTRY and k in entries}
             names = true_names(z) if NAMES_ENTRY in z.files else None
     except UsageError as e:  # every message above names the file
         e.about = str(path)

@@ -6,7 +6,8 @@ Entry names are safe: a tensor name is used as it is when it is a plain path of 
 ``np.load(f)[name]`` reads it; anything else (``../../x``, empty or dot components, backslashes, control
 characters, a drive letter, names over 200 characters), and a name whose file unzip would extract where
 another entry's file or folder is (it strips a leading ``/``: ``/abs`` and ``abs`` were one file, QA; ``a``
-and ``a.npy/b``), gets a safe entry name, and the true names of every entry are stored in the entry
+and ``a.npy/b``), or whose key ``np.load`` would read as another entry (``a.npy`` beside ``a``, whose member is
+``a.npy``), gets a safe entry name, and the true names of every entry are stored in the entry
 ``NAMES_ENTRY`` (a string array, loadable without pickle) when any entry differs from its tensor name. ``np.load`` reads the archive as usual;
 ``runtime.arrays.read_npz`` maps the entries back to tensor names.
 """
@@ -134,6 +135,7 @@ class NpzWriter:
         self.names: dict[str, str] = {}  # tensor name -> entry
         self._files = {NAMES_ENTRY + ".npy"}  # the paths unzip writes, and the folders it makes for them
         self._folders: set[str] = set()
+        self._keys: set[str] = set()  # the entries' names, as np.load's keys (no leading /, as _places)
         if source is not None:
             self.zf.comment = SOURCE_PREFIX + source.encode("ascii")
 
@@ -144,6 +146,7 @@ class NpzWriter:
         while self._taken(entry):
             entry = f"t{len(self.names)}_{entry}"
         self.names[name] = entry
+        self._keys.add(entry.lstrip("/"))
         file, folders = _places(entry)
         self._files.add(file)
         self._folders.update(folders)
@@ -155,9 +158,12 @@ class NpzWriter:
 
     def _taken(self, entry: str) -> bool:
         """Whether unzip would write ``entry``'s file where another entry's file or folder is, or needs a
-        folder where another entry's file is."""
+        folder where another entry's file is; or whether ``np.load(f)[key]`` would read one entry for another's key:
+        it takes a key that is a member's own file name as that member (tensors ``a`` and ``a.npy``, in files
+        ``a.npy`` and ``a.npy.npy``: the key ``a.npy`` read tensor ``a``)."""
         file, folders = _places(entry)
-        return file in self._files or file in self._folders or any(f in self._files for f in folders)
+        return (file in self._files or file in self._folders or any(f in self._files for f in folders)
+                or entry.lstrip("/") in self._files or entry.lstrip("/") + ".npy" in self._keys)
 
     def add_all(self, arrays: dict[str, np.ndarray]) -> None:
         for name, array in arrays.items():
