@@ -558,3 +558,46 @@ def test_a_custom_op_before_the_cut_does_not_stop_typing_its_outputs(tmp_path):
     (u,) = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"]).run(["u"], {"t": t})
     want = np.array([0.5 * v * (1 + math.erf(v / math.sqrt(2))) for v in t.astype(np.float64).ravel()]).reshape(2, 3)
     np.testing.assert_allclose(u, want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_stale_declared_shape_does_not_pin_the_cut(tmp_path):
+    """An export whose input is Nx4 but whose value_info says 1x4 (traced at batch 1): the cut at those tensors
+    declared its input 1x4, and onnxruntime refused the 3x4 the whole model runs on. The cut's boundary takes
+    the dims the model's inputs give; the original runs the same (the oracle: onnxruntime on the whole model)."""
+    from onnxprobe import api
+
+    nodes = [helper.make_node("Relu", ["X"], ["a"], name="r"), helper.make_node("Neg", ["a"], ["b"], name="n"),
+             helper.make_node("Abs", ["b"], ["Y"], name="ab")]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("X", TensorProto.FLOAT, ["N", 4])],
+                          [helper.make_tensor_value_info("Y", TensorProto.FLOAT, ["N", 4])],
+                          value_info=[helper.make_tensor_value_info("a", TensorProto.FLOAT, [1, 4]),
+                                      helper.make_tensor_value_info("b", TensorProto.FLOAT, [1, 4])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)], ir_version=9)
+    onnx.save(m, tmp_path / "stale.onnx")
+    before = sha256(tmp_path / "stale.onnx")
+    res = api.extract(tmp_path / "stale.onnx", tmp_path / "cut.onnx", ["a"], ["b"])
+    assert any("stale export" in n for n in res.notes), res.notes
+    x = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
+    whole = m.SerializeToString()
+    mm = onnx.load_from_string(whole)
+    mm.graph.ClearField("value_info")  # the oracle's own run of a and b at batch 3
+    mm.graph.output.extend([helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("a", "b")])
+    a, b = ort.InferenceSession(mm.SerializeToString(), providers=["CPUExecutionProvider"]).run(["a", "b"], {"X": x})
+    (got,) = ort.InferenceSession(str(tmp_path / "cut.onnx"), providers=["CPUExecutionProvider"]).run(None, {"a": a})
+    np.testing.assert_array_equal(got, b)
+    cut = onnx.load(str(tmp_path / "cut.onnx"))
+    assert [d.dim_param or d.dim_value for d in cut.graph.input[0].type.tensor_type.shape.dim] == ["N", 4]
+    assert sha256(tmp_path / "stale.onnx") == before
+
+
+def test_declared_shapes_the_inputs_agree_with_are_kept(tmp_path):
+    """A static model's cut keeps its declared dims, and says nothing of stale shapes."""
+    from onnxprobe import api
+
+    src = onnx.load(str(sample_path("cnn")))
+    outs = [o.name for o in src.graph.output]
+    res = api.extract(sample_path("cnn"), tmp_path / "cut.onnx", [i.name for i in src.graph.input], outs)
+    assert not any("stale export" in n for n in res.notes), res.notes
+    cut = onnx.load(str(tmp_path / "cut.onnx"))
+    assert [i.type for i in src.graph.input] == [i.type for i in cut.graph.input]
+    assert [o.type for o in src.graph.output] == [o.type for o in cut.graph.output]

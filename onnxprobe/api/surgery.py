@@ -21,6 +21,7 @@ from onnxprobe.graph.walk import in_if_branch
 from onnxprobe.graph.mark import mark as mark_pass, record, untyped, with_output_types, without_outputs
 from onnxprobe.graph.select import Selection, select
 from onnxprobe.graph.shapes import infer_shapes
+from onnxprobe.graph.stale_shapes import from_inputs
 from onnxprobe.graph.summary import all_types, known, node_rows, sparse_declared_dense, summarize, type_info
 from onnxprobe.runtime import compat
 from onnxprobe.runtime import feeds as _feeds
@@ -341,6 +342,12 @@ def extract(
                     "the cut holds what onnxruntime will not load: ")
     types = all_types(inferred)
     boundary = list(dict.fromkeys(c.inputs + c.outputs))
+    loosened = from_inputs(lazy.proto, boundary, types)  # a stale 1x4 of an Nx4 input: the cut takes N too
+    if loosened:
+        types.update(loosened)
+        notes.append(f"{len(loosened)} declared shape(s) of the cut fix a dimension the model's inputs leave free or "
+                     f"size otherwise (a stale export): written as the inputs give them, {', '.join(map(repr, list(loosened)[:3]))}"
+                     + (" ..." if len(loosened) > 3 else ""))
     need = [n for n in boundary if not known(types.get(n))]
     found: dict[str, onnx.TypeProto] = {}
     if need and not set(need) & set(c.inputs):

@@ -56,6 +56,43 @@ def without_shapes(model: onnx.ModelProto, names) -> onnx.ModelProto:
     return out
 
 
+def from_inputs(model: onnx.ModelProto, names, declared: dict[str, onnx.TypeProto]) -> dict[str, onnx.TypeProto]:
+    """The types of ``names`` whose declared shape (``declared``: value_info, graph outputs) fixes a dim that the
+    model's inputs leave free or size otherwise, with that dim as inference gives it from the inputs alone: a stale
+    export's value_info says 1x4 for a tensor of an Nx4 input, and a cut there (``api.extract``) declared its input
+    1x4, which onnxruntime then holds every feed to. Inference runs on a skeleton of ``model`` without its
+    value_info and output shapes (never on ``model``); a dim it cannot tell keeps the declared one."""
+    from onnxprobe.graph.shapes import annotate
+    from onnxprobe.graph.skeleton import skeleton
+    from onnxprobe.graph.summary import all_types
+
+    sk = skeleton(model, constants=True)
+    sk.graph.ClearField("value_info")
+    for o in sk.graph.output:
+        if o.type.HasField("tensor_type"):
+            o.type.tensor_type.ClearField("shape")
+    annotate(sk, [])
+    inferred = all_types(sk)
+    out = {}
+    for n in names:
+        d, i = declared.get(n), inferred.get(n)
+        if d is None or i is None or not d.HasField("tensor_type") or not i.HasField("tensor_type"):
+            continue
+        dd, di = d.tensor_type.shape.dim, i.tensor_type.shape.dim
+        if not d.tensor_type.HasField("shape") or not i.tensor_type.HasField("shape") or len(dd) != len(di):
+            continue
+        dims = [b if a.HasField("dim_value") and (b.HasField("dim_param") or (b.HasField("dim_value") and b.dim_value != a.dim_value))
+                else a for a, b in zip(dd, di)]
+        if any(x is not a for x, a in zip(dims, dd)):
+            t = onnx.TypeProto()
+            t.CopyFrom(d)
+            t.tensor_type.shape.ClearField("dim")
+            for x in dims:
+                t.tensor_type.shape.dim.add().CopyFrom(x)
+            out[n] = t
+    return out
+
+
 def stale_note(stale: dict[str, tuple[tuple, tuple]]) -> str:
     """One line for the report: how many declared shapes the inputs contradict, with the first one."""
     name, (have, want) = next(iter(stale.items()))
@@ -68,4 +105,4 @@ def stale_note(stale: dict[str, tuple[tuple, tuple]]) -> str:
             f"for these inputs{more}): those declarations are ignored")
 
 
-__all__ = ["stale_shapes", "without_shapes", "stale_note", "PINNED"]
+__all__ = ["stale_shapes", "without_shapes", "from_inputs", "stale_note", "PINNED"]
