@@ -601,3 +601,27 @@ def test_declared_shapes_the_inputs_agree_with_are_kept(tmp_path):
     cut = onnx.load(str(tmp_path / "cut.onnx"))
     assert [i.type for i in src.graph.input] == [i.type for i in cut.graph.input]
     assert [o.type for o in src.graph.output] == [o.type for o in cut.graph.output]
+
+
+def test_cut_names_are_typed_as_listings_print_them(tmp_path):
+    """--from/--to took a name holding a newline or an escape only as its raw characters, where --name and the tables
+    take it as listed ('new\\nline'); the hint for a near miss repeated the escaped form back doubled."""
+    names = ["new\nline", "\x1b[31mred", "plain"]
+    nodes, prev = [], "X"
+    for i, n in enumerate(names):
+        nodes.append(helper.make_node("Neg" if i % 2 == 0 else "Exp", [prev], [n], name=f"n{i}"))
+        prev = n
+    m = helper.make_model(helper.make_graph(nodes, "g", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [2, 3])],
+                                            [helper.make_tensor_value_info(prev, TensorProto.FLOAT, [2, 3])]),
+                          opset_imports=[helper.make_opsetid("", 18)], ir_version=9)
+    onnx.save(m, tmp_path / "m.onnx")
+    r = CliRunner().invoke(app, ["extract", str(tmp_path / "m.onnx"), "-o", str(tmp_path / "cut.onnx"),
+                                 "--from", "new\\nline", "--to", "\\x1b[31mred"])
+    assert r.exit_code == 0, r.output
+    cut = onnx.load(str(tmp_path / "cut.onnx"))
+    assert [i.name for i in cut.graph.input] == ["new\nline"] and [o.name for o in cut.graph.output] == ["\x1b[31mred"]
+    x = np.random.default_rng(1).standard_normal((2, 3)).astype(np.float32)
+    (got,) = ort.InferenceSession(str(tmp_path / "cut.onnx"), providers=["CPUExecutionProvider"]).run(None, {"new\nline": x})
+    np.testing.assert_allclose(got, np.exp(x), rtol=1e-6)  # the oracle: the one node of the cut, Exp
+    r = CliRunner().invoke(app, ["extract", str(tmp_path / "m.onnx"), "-o", str(tmp_path / "c2.onnx"), "--from", "new\\nlin"])
+    assert r.exit_code == 2 and "did you mean 'new\\nline'?" in r.stderr, r.stderr

@@ -35,7 +35,7 @@ from onnxprobe.errors import LIST_NODES, CutLeaks, NothingToCut, UsageError, hin
 from onnxprobe.graph.builder import all_names, fresh_name, single_opsets
 from onnxprobe.graph.mark import prune_record
 from onnxprobe.graph.walk import constant_tensors, implicit_inputs, walk
-from onnxprobe.text import some
+from onnxprobe.text import as_typed, quote, some
 
 METADATA_KEY = "onnxprobe.extracted"
 FROM, TO = ("cut_inputs", "--from"), ("cut_outputs", "--to")  # the cut, as api.extract and the command line name it
@@ -64,13 +64,14 @@ def _split(names: list[str] | None, known: set[str], flag: tuple[str, str]) -> t
     out: list[str] = []
     empty = None
     for item in names or []:
+        item = as_typed(item, known)  # a name typed as listings print it ('new\\nline' for a newline), as --name takes it
         ways = [] if item in known or "," not in item else _readings(item, known)
         if len(ways) > 1:
             shown = " or ".join("[" + ", ".join(repr(n) for n in w) + "]" for w in ways)
             raise hinted_setting_error(UsageError, flag, f"{item!r} reads two ways as tensor names: {shown}", lambda say: (
                 "; " + say.either("give a list of names", f"give each name its own {flag[1]}")))
         for n in ([item] if item in known else ways[0] if ways else item.split(",")):
-            n = n if n in known else n.strip()
+            n = n if n in known else as_typed(n.strip(), known)
             if not n:
                 empty = item if empty is None else empty
             elif n not in out:
@@ -108,8 +109,8 @@ def _check_names(model: onnx.ModelProto, names: list[str], flag: tuple[str, str]
                     UsageError, flag, f": tensor {n!r} lives inside {'/'.join(s.scope)}; extract cuts the main graph only "
                     f"(cut at the {s.chain[0][0].op_type} node's inputs and outputs instead)")
         close = difflib.get_close_matches(n, sorted(main), n=3, cutoff=0.6)
-        raise hinted_setting_error(UsageError, flag, f": no tensor named {n!r} in the main graph", lambda say: (
-            f"; did you mean {', '.join(repr(c) for c in close)}?" if close else
+        raise hinted_setting_error(UsageError, flag, f": no tensor named {quote(n)} in the main graph", lambda say: (
+            f"; did you mean {', '.join(quote(c) for c in close)}?" if close else
             f"; {say.either('api.inspect(model).nodes', '`onnxprobe inspect --nodes MODEL`', LIST_NODES)} lists the tensors"))
 
 
