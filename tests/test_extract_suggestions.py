@@ -6,6 +6,8 @@
 2. A cut that fails at a multi-output node (Split: --from one of its outputs, a node needs the other)
    suggested ``--from 'a, x, b'``: x, the Split's input, which the cut then does not need (an unused input).
    It suggests the minimal set ``--from 'a, b'``.
+3. A swap whose cut needs more inputs than the one swapped (``--from z --to q``, z = q * k) suggested ``--from q``,
+   which failed again naming k: it suggests ``--from 'q, k'`` at once.
 Oracle: onnx.reference.ReferenceEvaluator on the original model gives the tensors the extracted model must
 compute from the suggested inputs; the written model's inputs and outputs are read back with onnx."""
 
@@ -98,6 +100,20 @@ def test_swap_says_what_it_cannot_keep(tmp_path):
     cut = _run_suggested(path, str(tmp_path / "s.onnx"), words)
     assert _names(cut.graph.input) == ["r10"] and _names(cut.graph.output) == ["r30"]
     assert re.search(r"'r40'.*(left out|cannot)", line), line  # the dropped --to is named
+
+
+def test_a_swap_whose_cut_needs_more_inputs_suggests_them_all(tmp_path):
+    """--from z --to q where z = q * k and k is computed beside q: the swap suggested --from q --to z, which then
+    failed again (k reaches z around the cut; add it to --from). The swap names the whole cut at once."""
+    nodes = [helper.make_node("Relu", ["x"], ["q"], name="nq"), helper.make_node("Neg", ["x"], ["k"], name="nk"),
+             helper.make_node("Mul", ["q", "k"], ["z"], name="nz"), helper.make_node("Exp", ["z"], ["y"], name="ny")]
+    m = make_model(nodes, [_vi("x")], [_vi("y")])
+    path = tmp_path / "qk.onnx"
+    onnx.save(m, path)
+    line = _error(["extract", str(path), "-o", str(tmp_path / "o.onnx"), "--from", "z", "--to", "q"])
+    cut = _run_suggested(str(path), str(tmp_path / "s.onnx"), _suggested(line))
+    assert sorted(_names(cut.graph.input)) == ["k", "q"] and _names(cut.graph.output) == ["z"], line
+    _compare(m, cut, {"x": np.random.default_rng(0).standard_normal((2, 4)).astype(np.float32)})
 
 
 def test_split_suggests_the_minimal_inputs(tmp_path):

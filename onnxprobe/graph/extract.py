@@ -258,7 +258,30 @@ def _swapped(model: onnx.ModelProto, y: str, after: list[str], ins: list[str], o
     for o in (o for o in outs if o != y and o not in after):
         (to if _trial(model, base, [*to, o]) is not None else left).append(o)
     c = _trial(model, base, to)
+    if c is None:  # the swap leaks too (q_t's cut needs k_t as well): the cut its own error would give, tried
+        base = _completed(model, base, to)
+        c = _trial(model, base, to) if base else None
     return ([x for x in base if x not in c.unused_inputs] if c is not None else [y]), to, left
+
+
+_COMPLETING = []  # a cut being completed: the leak error of a swapped cut asks no swap of its own
+
+
+def _completed(model: onnx.ModelProto, ins: list[str], outs: list[str]) -> list[str] | None:
+    """The --from list that the leak error of the cut from ``ins`` to ``outs`` gives (``CutLeaks.cut_inputs``), or
+    None where that cut fails otherwise."""
+    if _COMPLETING:
+        return None
+    _COMPLETING.append(True)
+    try:
+        cut(model, ins, outs)
+    except CutLeaks as e:
+        return list(e.cut_inputs)
+    except UsageError:
+        return None
+    finally:
+        _COMPLETING.pop()
+    return list(ins)
 
 
 def _outputs_hint(say, outs: list[str], downstream: set[str]) -> str:
