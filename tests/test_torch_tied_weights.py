@@ -241,3 +241,14 @@ def test_a_changed_row_of_a_tied_weight_under_its_second_name_fails_the_forward_
     assert res.other_values == [t.name], (t.name, res.other_values)
     verdict, why = res.verdict()
     assert verdict == "fail" and repr(t.name) in why, why
+
+
+def test_a_changed_copy_is_named_with_its_parameter_once():
+    """A weight with other values is said COPY[PARAMETER]; a copy under the parameter's own name (a dynamo export's
+    BatchNorm-folded bias) read 'conv1.bias[conv1.bias]'."""
+    from onnxprobe.torch.params import ParamMap
+
+    pm = ParamMap(copies={"conv1.bias": "conv1.bias", "onnx::Conv_30": "conv2.weight"})
+    assert pm.said("conv1.bias") == "conv1.bias"
+    assert pm.said("onnx::Conv_30") == "onnx::Conv_30[conv2.weight]"
+    assert pm.said("fc.weight") == "fc.weight"

@@ -76,8 +76,9 @@ class ParamMap:
 
     def said(self, init: str) -> str:
         """How a weight with other values is named, in the forward diff and in --grad alike: a changed copy
-        as ``COPY[PARAMETER]`` (the parameter it stands for), any other initializer by its name."""
-        return f"{init}[{self.copies[init]}]" if init in self.copies else init
+        as ``COPY[PARAMETER]`` (the parameter it stands for; once where the copy has the parameter's name, as a
+        dynamo export's folded bias: it read 'conv1.bias[conv1.bias]'), any other initializer by its name."""
+        return f"{init}[{self.copies[init]}]" if self.copies.get(init, init) != init else init
 
 
 DERIVED = "derived from the parameters by the exporter (folded, reordered or reshaped)"
