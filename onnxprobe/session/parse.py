@@ -16,6 +16,7 @@ import re
 
 from onnxprobe.errors import UsageError
 from onnxprobe.api import Selection
+from onnxprobe.text import clean
 
 
 def without_comment(line: str) -> str:
@@ -60,6 +61,21 @@ def split(line: str) -> list[str]:
     if word is not None:
         words.append("".join(word))
     return words
+
+
+def typable(name: str, bare: bool = True) -> str:
+    """``name`` as ``split`` reads it back: as listed (``clean``: a newline as ``\\n``, a backslash doubled), bare where
+    it holds no space, quote, ``#`` or ``;`` (and ``bare``: a completion; a message quotes every name), else in quotes
+    that group it (a quote of the other kind inside them; both kinds: shell-like runs, ``'a '"'"'b'`` for ``a 'b``,
+    as ``split`` joins them)."""
+    text = clean(name)
+    if bare and text and all(c not in text for c in " '\"#;"):
+        return text
+    if "'" not in text:
+        return f"'{text}'"
+    if '"' not in text:
+        return f'"{text}"'
+    return "'" + text.replace("'", "'\"'\"'") + "'"
 
 
 def pop_option(args: list[str], *names: str, flag: bool = False) -> str | bool | None:

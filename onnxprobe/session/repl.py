@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shlex
 import sys
 import threading
 import traceback
@@ -32,6 +31,7 @@ from onnxprobe.report.table import Verbatim
 from onnxprobe.session import commands as C
 from onnxprobe.session.inputs import session_notes
 from onnxprobe.session.state import State
+from onnxprobe.session.parse import typable
 from onnxprobe.text import clean, one_line
 
 HISTORY_ENV = "ONNXPROBE_HISTORY"
@@ -146,13 +146,6 @@ def run_script(state: State, lines: Iterable[str], out: Console, *, echo: bool =
 
 
 # -- interactive mode ------------------------------------------------------------------------------------
-
-
-def _quote(name: str) -> str:
-    """``name`` as the session reads it back: as listed (``clean``: a newline as ``\\n``, a backslash
-    doubled; ``split`` keeps backslashes), in quotes where it holds a space, a quote, ``#`` or ``;``."""
-    text = clean(name)
-    return text if text and all(c not in text for c in " '\"#;") else shlex.quote(text)
 
 
 def make_completer(state: State):
@@ -299,7 +292,7 @@ def make_completer(state: State):
                     second.append((text, meta))
                     seen.add(text)
             for text, meta in first + second:
-                yield Completion(_quote(text), start_position=-len(current), display=clean(text), display_meta=meta)
+                yield Completion(typable(text), start_position=-len(current), display=clean(text), display_meta=meta)
 
     return SessionCompleter()
 

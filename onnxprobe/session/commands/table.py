@@ -17,7 +17,7 @@ from onnxprobe.errors import GLOB_QUOTES, LIST_NODES, LIST_OPS, UsageError, comm
 from onnxprobe.report.format import safe
 from onnxprobe.report.table import Verbatim
 from onnxprobe.session import render
-from onnxprobe.session.parse import SELECTION_OPTIONS, pop_all, pop_option, split
+from onnxprobe.session.parse import SELECTION_OPTIONS, pop_all, pop_option, split, typable
 from onnxprobe.session.state import State
 from onnxprobe.session.targets import Target
 from onnxprobe.text import as_typed, clean, quote, unclean
@@ -231,7 +231,7 @@ def close_name(typed: str, names) -> str | None:
     a match among cleaned names was cleaned twice, its backslashes doubled twice.)"""
     spelled = {clean(n): n for n in names}
     close = difflib.get_close_matches(typed, spelled, n=1, cutoff=0.6)
-    return quote(spelled[close[0]]) if close else None
+    return typable(spelled[close[0]], bare=False) if close else None
 
 
 def resolve_tensor(t: Target, text: str) -> tuple[str, str | None]:
