@@ -473,6 +473,37 @@ def test_a_body_nodes_tensor_has_its_kernels_time():
     assert p.node_ms == pytest.approx({"abs": 0.009, "branch": 0.3, "loop": 0.4}) and p.kernels == 3
 
 
+def test_a_nested_body_nodes_time_holds_none_of_the_probes_inside_it():
+    """An If inside an If's branch, its own branch probed: the inner If's row held its probes' kernels (16 ms inside
+    an outer If of 3.6 ms, QA); the probes come out of every body node around them, as out of the outer If."""
+    inner_then = helper.make_graph([helper.make_node("Tanh", ["h"], ["t"], name="outer/then/inner/then/tanh")], "it", [],
+                                   [helper.make_tensor_value_info("t", TensorProto.FLOAT, None)])
+    inner_else = helper.make_graph([helper.make_node("Neg", ["h"], ["e"], name="outer/then/inner/else/neg")], "ie", [],
+                                   [helper.make_tensor_value_info("e", TensorProto.FLOAT, None)])
+    then_g = helper.make_graph([helper.make_node("If", ["c"], ["inner_out"], name="outer/then/inner", then_branch=inner_then,
+                                                 else_branch=inner_else)], "then", [],
+                               [helper.make_tensor_value_info("inner_out", TensorProto.FLOAT, None)])
+    else_g = helper.make_graph([helper.make_node("Relu", ["h"], ["r"], name="outer/else/relu")], "else", [],
+                               [helper.make_tensor_value_info("r", TensorProto.FLOAT, None)])
+    nodes = [helper.make_node("Abs", ["x"], ["h"], name="abs"),
+             helper.make_node("If", ["c"], ["y"], name="outer", then_branch=then_g, else_branch=else_g)]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    copy, back = named(helper.make_model(g))
+    events = [{"cat": "Session", "name": "model_run", "ts": 0, "dur": 1000}, _ev("abs", 1, 9, "Abs"),
+              _ev("outer", 10, 900, "If"), _ev("outer/then/inner", 20, 800, "If"),
+              _ev("outer/then/inner/then/tanh", 30, 100, "Tanh"),
+              _ev("onnxprobe/ReduceMin/outer/then/inner/then/t", 140, 300, "ReduceMin"),
+              _ev("onnxprobe/If/outer/then/inner/then/t", 450, 300, "If"),
+              _ev("onnxprobe/Abs/outer/then/inner/then/t.careful", 460, 200, "Abs")]  # inside a probe: counted in it
+    p = attribute(events, copy, back, None, {"abs", "outer"})
+    times = {t: v[0] for t, v in p.of_tensor().items()}
+    # the inner If: 0.8 ms less its probes' 0.3 + 0.3 (the Abs inside the probe's If is that If's already)
+    assert times["inner_out"] == pytest.approx(0.2) and times["t"] == pytest.approx(0.1), times
+    assert p.node_ms == pytest.approx({"abs": 0.009, "outer": 0.3}) and p.probe_ms == pytest.approx(0.6)
+    assert times["inner_out"] <= p.node_ms["outer"]
+
+
 def test_a_function_onnxruntime_inlines_is_timed_as_its_node():
     """onnxruntime has no kernel for HardSwish: it inlines its function body (HardSigmoid, Mul) as unnamed
     nodes, which its profiler names 'OpType_<node index>' and the graph it writes leaves unnamed. Their

@@ -268,11 +268,13 @@ def _one_run(kernels: list[dict], total_ms: float, model: onnx.ModelProto, back:
     # stay there (counted once), onnxprobe's statistics nodes in a body move from the parent to the probes
     # (they read as "other" twice over: control_flow.onnx's parts added up to 178 ms of a 111 ms run)
     p.body_outputs = _body_nodes(model, own)
+    name_of = [e["name"][: -len("_kernel_time")] for e in kernels]
+    in_probe = {k for k in inner if any(is_probe(name_of[j], own) for j in outer[k])}
+    for k in inner:
+        if name_of[k] in p.body_outputs and k not in in_probe:
+            p.body_ms[name_of[k]] = p.body_ms.get(name_of[k], 0.0) + kernels[k].get("dur", 0) / 1000.0  # its row's time
     for k, top in inner.items():
-        name = kernels[k]["name"][: -len("_kernel_time")]
-        if name in p.body_outputs and not any(is_probe(kernels[j]["name"][: -len("_kernel_time")], own) for j in outer[k]):
-            p.body_ms[name] = p.body_ms.get(name, 0.0) + kernels[k].get("dur", 0) / 1000.0  # its row's time
-        if not is_probe(name, own) or any(is_probe(kernels[j]["name"][: -len("_kernel_time")], own) for j in outer[k]):
+        if not is_probe(name_of[k], own) or k in in_probe:
             continue
         ms, was = kernels[k].get("dur", 0) / 1000.0, bucket.get(top, "")
         if was == "":  # inside a probe's kernel: its time is the probes' already
@@ -282,6 +284,10 @@ def _one_run(kernels: list[dict], total_ms: float, model: onnx.ModelProto, back:
             p.other_ms -= ms
         else:
             p.node_ms[was] -= ms
+        # and out of every body node around it (a nested If's row held its branch's probes: 16 ms inside a 3.6 ms If)
+        for j in outer[k][1:]:
+            if name_of[j] in p.body_ms:
+                p.body_ms[name_of[j]] -= ms
     p.kernels = len(p.node_ms)
     p.between_ms = max(0.0, total_ms - p.model_ms - p.probe_ms - p.other_ms)  # this run's parts and itself
     present, activated = _computed(graph, {kernels[k]["name"][: -len("_kernel_time")]: w for k, w in bucket.items() if w})
