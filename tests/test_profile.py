@@ -504,6 +504,29 @@ def test_a_nested_body_nodes_time_holds_none_of_the_probes_inside_it():
     assert times["inner_out"] <= p.node_ms["outer"]
 
 
+def test_an_unnamed_body_node_has_its_kernels_time():
+    """A Loop body of unnamed nodes (onnx's own test_loop11): every body row read '-', as a branch that did not run.
+    The profiled copy names them, and a kernel of that name is its node's."""
+    body = helper.make_graph([helper.make_node("Neg", ["s"], ["s_next"]), helper.make_node("Identity", ["c"], ["c_out"])],
+                             "body", [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+                                      helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+                                      helper.make_tensor_value_info("s", TensorProto.FLOAT, None)],
+                             [helper.make_tensor_value_info("c_out", TensorProto.BOOL, []),
+                              helper.make_tensor_value_info("s_next", TensorProto.FLOAT, None)])
+    g = helper.make_graph([helper.make_node("Loop", ["n", "", "x"], ["y"], name="loop", body=body)], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(g)
+    copy, back = named(model)
+    neg, ident = copy.graph.node[0].attribute[0].g.node
+    assert neg.name and ident.name and neg.name != ident.name
+    assert not model.graph.node[0].attribute[0].g.node[0].name  # the model itself is not changed
+    events = [{"cat": "Session", "name": "model_run", "ts": 0, "dur": 1000}, _ev("loop", 10, 500, "Loop"),
+              _ev(neg.name, 20, 100, "Neg"), _ev(ident.name, 130, 10, "Identity"), _ev(neg.name, 200, 50, "Neg")]
+    times = {t: v[0] for t, v in attribute(events, copy, back, None, {"loop"}).of_tensor().items()}
+    assert times["s_next"] == pytest.approx(0.15) and times["c_out"] == pytest.approx(0.01), times
+
+
 def test_a_function_onnxruntime_inlines_is_timed_as_its_node():
     """onnxruntime has no kernel for HardSwish: it inlines its function body (HardSigmoid, Mul) as unnamed
     nodes, which its profiler names 'OpType_<node index>' and the graph it writes leaves unnamed. Their

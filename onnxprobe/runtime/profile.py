@@ -96,6 +96,14 @@ def named(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str, str]]:
             n.name = fresh_name(seen, f"{n.op_type}#{i}")
         seen.add(n.name)
         back[n.name] = shown
+    # an unnamed node of an If/Loop/Scan body gets a name of its own too, so that its kernels tell it (``_body_nodes``:
+    # a Loop body's unnamed nodes read '-', as a branch that did not run)
+    bodies = [n for g in list(all_graphs(out.graph))[1:] for n in g.node]
+    seen.update(n.name for n in bodies if n.name)
+    for k, n in enumerate(bodies):
+        if not n.name:
+            n.name = fresh_name(seen, f"{n.op_type}#body{k}")
+            seen.add(n.name)
     return out, back
 
 
