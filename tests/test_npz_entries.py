@@ -161,3 +161,26 @@ def test_arrays_a_and_a_npy_of_np_savez_are_read_each_as_itself(tmp_path):
     assert sorted(got) == ["a", "a.npy"]
     np.testing.assert_array_equal(got["a"], a)
     np.testing.assert_array_equal(got["a.npy"], b)
+
+
+@pytest.mark.parametrize("signal_exit", [SystemExit(143), KeyboardInterrupt()])
+def test_a_termination_while_the_archive_closes_leaves_no_temporary_file(tmp_path, monkeypatch, signal_exit):
+    """SIGTERM (SystemExit 143) landing in zipfile's close of `--save`'s archive left the whole archive behind as a
+    hidden .a.npz.XXXX.tmp.npz: close() cleaned up after OSError only, and the process ends in os._exit."""
+    from onnxprobe.runtime.npz import NpzWriter
+
+    w = NpzWriter(tmp_path / "a.npz")
+    w.add("x", np.arange(1000, dtype=np.float32))
+    real_close, calls = w.zf.close, []
+
+    def close():
+        calls.append(1)
+        if len(calls) == 1:
+            real_close()  # the archive written, then the signal as its file is closed
+            raise signal_exit
+        return real_close()
+
+    monkeypatch.setattr(w.zf, "close", close)
+    with pytest.raises(type(signal_exit)):
+        w.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [], list(tmp_path.iterdir())

@@ -182,16 +182,22 @@ class NpzWriter:
         except OSError as e:
             self.abort()
             raise WriteFailed(f"{as_word(os.fspath(self.path))}: cannot write it ({e.strerror or e}); nothing written") from None
+        except BaseException:  # a SIGTERM's SystemExit or a Ctrl-C while the zip closes: no hidden OUT.tmp left (the
+            self.abort()       # process ends in os._exit, which never runs the atomic output's own clean-up)
+            raise
 
     def abort(self) -> None:
         try:
-            self.zf.close()
-            if self._fh is not None:
-                self._fh.close()
-        except OSError:
+            try:
+                self.zf.close()
+            finally:
+                if self._fh is not None:
+                    self._fh.close()
+        except Exception:  # noqa: BLE001 - a zip half closed may fail any way: what matters is the file going
             pass
-        err = RuntimeError("npz dump aborted")
-        self._out.__exit__(RuntimeError, err, None)  # removes the temporary file
+        finally:
+            err = RuntimeError("npz dump aborted")
+            self._out.__exit__(RuntimeError, err, None)  # removes the temporary file
 
     def __enter__(self) -> "NpzWriter":
         return self
