@@ -288,14 +288,17 @@ def test_show_slice_and_histogram_counts(tmp_path):
 
 
 def test_show_errors_are_one_line(tmp_path, nan_path):
-    r = script(tmp_path, [nan_path], ["show nope", "show logx [9]", "show logx [1:2:0]", "show logx [a]", "show"], code=1)
+    r = script(tmp_path, [nan_path], ["show nope", "show logx [9]", "show logx [1:2:0]", "show logx [a]", "show",
+                                      "show logx [99999999999999999999999]"], code=1)
     errs = r.stderr.strip().splitlines()
-    assert len(errs) == 5
+    assert len(errs) == 6
     assert "no tensor named 'nope'" in errs[0]
     assert "out of bounds" in errs[1]
     assert "step cannot be 0" in errs[2]
     assert "'a' is not an integer" in errs[3]
     assert "which tensor?" in errs[4]
+    # an integer past int64: numpy called it no integer ('only integers, slices ... are valid indices')
+    assert "index 99999999999999999999999 is out of bounds" in errs[5], errs[5]
 
 
 def test_save_tensor_and_all(tmp_path):

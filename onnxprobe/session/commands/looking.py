@@ -130,7 +130,10 @@ def cmd_show(env: Env, args: list[str]):
         try:
             part = value[index]
         except (IndexError, TypeError, ValueError) as e:
-            raise UsageError(f"slice {format_slice(index)} of a tensor of shape [{fmt_shape(value.shape)}]: {e}") from None
+            # an integer past int64 reads to numpy as no integer at all ('only integers, slices ... are valid indices')
+            huge = next((v for v in index if type(v) is int and not -2**63 <= v < 2**63), None)
+            why = f"index {huge} is out of bounds" if huge is not None else str(e)
+            raise UsageError(f"slice {format_slice(index)} of a tensor of shape [{fmt_shape(value.shape)}]: {why}") from None
     else:
         part = value
     ref = t.index.refs[name]
