@@ -1,5 +1,5 @@
 """The baseline: plain onnxruntime inference of an unmodified model, as a user's script would do it.
-Usage: plain.py MODEL NAME=DIMS... [--int-range LOW:HIGH]"""
+Usage: plain.py MODEL NAME=DIMS... (integer inputs get values in [0, 100), as onnxprobe's default --int-range 0:100)"""
 
 import sys
 
