@@ -264,6 +264,20 @@ def test_cli_json_has_modules_and_first_failure_module(exports, tmp_path):
     assert r.exit_code == 1 and d["verdict"] == "fail" and d["first_failure_module"] == "mlp.2"
 
 
+def test_grad_json_names_the_module_of_a_parameter_row(exports):
+    """diff --grad --vs-torch: a parameter's gradient row had "module": null, and "first_failure_module" was null
+    where such a row failed first (m.transformer.h.0.mlp.c_proj.weight_grad, QA). Its module is the one that holds
+    it. Every row fails here (max |a-b| <= 0: float32 gradients are never all exact), the first a parameter's."""
+    path = exports("block", "dynamo")
+    r = runner.invoke(app, ["diff", "--grad", str(path), "--vs-torch", spec("block"), "--metric", "max_abs", "--atol", "0",
+                            "--json", "-"])
+    d = json.loads(r.stdout)
+    params = [p for p in d["pairs"] if p["b"] in {n for n, _ in tm.build("block")[0].named_parameters()}]
+    assert params and all(p["module"] == p["b"].rsplit(".", 1)[0] for p in params), [(p["b"], p["module"]) for p in params]
+    first = next(p for p in d["pairs"] if p["a"] == d["first_failure"])
+    assert r.exit_code == 1 and d["first_failure_module"] == first["module"] is not None, (d["first_failure"], first)
+
+
 @pytest.mark.parametrize("flag, given, other", [("--atol", "atol", ("rtol", 1e-4)), ("--rtol", "rtol", ("atol", 1e-5))])
 def test_a_per_tensor_threshold_keeps_the_exports_default_for_the_other(exports, flag, given, other):
     """--atol NAME:V under --vs-torch: the rule's rtol is the export's default (1e-4, README), as the

@@ -313,6 +313,10 @@ def diff_grad_torch(
 
 
 def _grad_obs(a: Observable, name: str, probe: str, op: str, module: str | None = None) -> Observable:
+    """B's observable of a gradient; a parameter's names the module that holds it (``mlp.0`` of ``mlp.0.weight``, the
+    first of tied ones: the JSON's ``module``, and ``first_failure_module`` where that row fails first: it was null)."""
+    if op == "parameter" and module is None and "." in name.split("+")[0]:
+        module = name.split("+")[0].rsplit(".", 1)[0]
     return Observable(key=a.key, name=name, probe=probe, node=op, op_type=op, effective_op=a.effective_op,
                       index=a.index, shape=a.shape, kind="float", is_output=a.is_output, module=module)
 
