@@ -81,7 +81,9 @@ WEIGHT_SLOTS = {
 
 def perturbed(src: Path, dst: Path, seed: int = 1) -> Path:
     """A copy whose weights (float initializers and Constants read only in a weight slot of
-    WEIGHT_SLOTS; at least 8 elements) are x (1 + 1e-3 N(0, 1)). Raises when nothing was perturbed."""
+    WEIGHT_SLOTS; at least 8 elements) are x (1 + 1e-3 N(0, 1)). Raises when nothing was perturbed. The main
+    graph's only: weights inside If/Loop/Scan bodies stay as they are (a model that keeps all of them there, as
+    silero_vad, raises), and so do those read through an Identity (its slot is no weight slot)."""
     rng = np.random.default_rng(seed)
     m = onnx.load(str(src))
     readers: dict[str, list[tuple[str, int]]] = {}
