@@ -133,6 +133,22 @@ def test_a_folded_tensor_changed_in_one_value_fails_naming_the_parameter(exporte
     assert verdict == "fail" and param in why, (verdict, why)
 
 
+@pytest.mark.parametrize("conv", [0, 1])
+def test_a_changed_fold_under_the_parameters_own_name_is_said_as_one(exported, tmp_path, conv):
+    """Dynamo keeps a folded weight under the parameter's name: one value of it changed was said to hold 'other
+    values ... and no BatchNorm of the module folds into it', where a BatchNorm does (legacy said it right: the
+    exporter's fold of it, changed). The verdict failed either way; the reason now says what the weight is."""
+    path = exported("dynamo")
+    weight = _folded_inits(path)[conv][0]
+    broken = _one_value_changed(path, weight, tmp_path)
+    m, x = _build()
+    res = api.diff_grad_torch(broken, m, example_args=(x,))
+    (u,) = [u for u in res.matching.unmatched_a if u.obs.name == weight + "_grad"]
+    n = int(np.prod(dict(m.named_parameters())[f"conv{conv + 1}.weight"].shape))
+    assert f"with a BatchNorm of the module folded in but for 1 of its {n} values" in u.reason, u.reason
+    assert res.verdict()[0] == "fail"
+
+
 def test_a_net_without_batchnorm_is_unchanged(exported):
     m, x = _build(batchnorm=False)
     res = api.diff_grad_torch(exported("legacy", batchnorm=False), m, example_args=(x,))

@@ -25,8 +25,8 @@ from onnxprobe.graph.builder import GraphBuilder, all_names, opset_version
 from onnxprobe.graph.tensor_data import to_array
 from onnxprobe.match.engine import FOLDED, Pair, Unmatched
 from onnxprobe.match.observe import Observable
-from onnxprobe.torch.param_values import channel_scales
-from onnxprobe.torch.params import NOT_AN_EXPORT, ParamMap
+from onnxprobe.torch.param_values import NOT_AN_EXPORT, channel_scales
+from onnxprobe.torch.params import ParamMap
 from onnxprobe.torch.pairing import BATCHNORMS
 from onnxprobe.torch.runner import to_numpy
 from onnxprobe.types import grad_name

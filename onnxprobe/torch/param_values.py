@@ -36,6 +36,22 @@ def batchnorm_fold(v: np.ndarray, p: np.ndarray, folds: list[tuple[np.ndarray, n
     return False
 
 
+def fold_misses(v: np.ndarray, p: np.ndarray, folds: list[tuple[np.ndarray, np.ndarray]]) -> int | None:
+    """How few values of initializer ``v`` miss parameter ``p`` with one of the BatchNorms ``folds`` folded in
+    (``batchnorm_fold``'s rule, value by value), over every fold and layout that fits; None where none fits."""
+    if v.shape != p.shape or not v.ndim:
+        return None
+    v64, p64 = v.astype(np.float64), p.astype(np.float64)
+    rtol = 1e-2 if min(v.dtype.itemsize, p.dtype.itemsize) <= 2 else 1e-4
+    best = None
+    for scale, shift in folds:
+        for per in channel_scales(v.shape, scale):
+            want = p64 * per + (shift if v.ndim == 1 else 0)
+            k = int((~np.isclose(v64, want, rtol=rtol, atol=rtol * float(np.abs(want).max(initial=0.0)))).sum())
+            best = k if best is None else min(best, k)
+    return best
+
+
 def channel_scales(shape: tuple, scale: np.ndarray, transposed: bool | None = None) -> list[np.ndarray]:
     """``scale`` (one per output channel) laid out to multiply a weight of ``shape`` along its output channels:
     its first axis (a Conv's [out, in/groups, k...], a Gemm's [out, in] with transB, a bias) and, for
@@ -164,3 +180,21 @@ def initializer_values(model: onnx.ModelProto, wanted: set[str]) -> dict[str, np
             if a is not None:
                 values[n.output[0]] = to_array(a.t)
     return values
+
+
+NOT_AN_EXPORT = "the model is not an export of the module as it is now (compare the weights, or re-export)"
+
+
+def other_values(i: str, v: np.ndarray, p: np.ndarray, folds: list) -> tuple[str, bool]:
+    """Why initializer ``i``, named as a torch parameter ``p``, holds other values; and whether that means
+    the model contradicts the module (nothing the exporter does explains the values)."""
+    head = f"holds other values than the torch parameter {i!r} of the same name "
+    if batchnorm_fold(v, p, folds):
+        return head + "(the exporter folded a BatchNormalization of the module into it: the fused layer's gradient, not comparable)", False
+    if v.dtype != p.dtype and v.shape == p.shape and np.array_equal(v, p.astype(v.dtype)):
+        return (f"holds the torch parameter {i!r} rounded to {v.dtype} (the module's is {p.dtype}): the gradients of "
+                "another precision are not compared"), False
+    if 0 < (k := fold_misses(v, p, folds) or 0) <= v.size // 10:  # a dynamo export's fold under the parameter's name
+        return f"holds the torch parameter {i!r} with a BatchNorm of the module folded in but for {k} of its {v.size} " \
+               f"values: the exporter's fold of it, changed; {NOT_AN_EXPORT}", True
+    return head + "and no BatchNorm of the module folds into it: " + NOT_AN_EXPORT, True

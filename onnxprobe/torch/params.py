@@ -14,17 +14,16 @@ Exporters rename, transpose, fold and merge parameters (measured with torch 2.13
   LSTM/GRU ones are mapped block by block from the module's structure: ``torch.rnn``, ``ParamMap.blocks``);
 - a parameter equal in value to a buffer (a fresh BatchNorm's weight and running variance, its bias and
   running mean) is merged with it the same way (legacy: ``bn.running_var = Identity(bn.weight)``): the
-  initializer's gradient then also flows where the buffer is read, which torch's gradient leaves out.
-
+  initializer's gradient then also flows where the buffer is read, which torch's gradient leaves out;
 - one parameter read in two places (a tied embedding and LM head, or a Linear both a Gemm and a MatMul
   read) may be stored as two initializers, as it is and transposed, or copied: each holds it alone, and
   the sum of their gradients is torch's gradient of it (``ParamMap.ties``; summed by ``torch.tied``).
 
-So an initializer links to the parameters whose values it holds exactly (as they are, transposed, or with
-unit axes added: PReLU's and GroupNorm's [C, 1, 1]),
-and one with a parameter's name but other values is refused with the reason: a BatchNorm folded into it
-when one of the module's BatchNorms explains its values (decided per weight, by value), else the model
-contradicts the module (``ParamMap.contradicts``: the model is not an export of the module as it is now).
+So an initializer links to the parameters whose values it holds exactly (as they are, transposed, or with unit
+axes added: PReLU's and GroupNorm's [C, 1, 1]), and one with a parameter's name but other values is refused with
+the reason: a BatchNorm folded into it when one of the module's BatchNorms explains its values (decided per
+weight, by value; in all but a few values: that fold, changed), else the model contradicts the module
+(``ParamMap.contradicts``: the model is not an export of the module as it is now).
 """
 
 from __future__ import annotations
@@ -35,8 +34,8 @@ import numpy as np
 import onnx
 
 from onnxprobe.torch.module_params import foreign_readers, innermost
-from onnxprobe.torch.param_values import (batchnorm_fold, broadcast_axes, broadcast_of, changed_copies, computed_of,
-                                            copies_of_one, digest, initializer_values)
+from onnxprobe.torch.param_values import (NOT_AN_EXPORT, batchnorm_fold, broadcast_axes, broadcast_of, changed_copies,
+                                            computed_of, copies_of_one, digest, initializer_values, other_values)
 
 
 @dataclass
@@ -82,19 +81,6 @@ class ParamMap:
 
 
 DERIVED = "derived from the parameters by the exporter (folded, reordered or reshaped)"
-NOT_AN_EXPORT = "the model is not an export of the module as it is now (compare the weights, or re-export)"
-
-
-def _other_values(i: str, v: np.ndarray, p: np.ndarray, folds: list) -> tuple[str, bool]:
-    """Why initializer ``i``, named as a torch parameter ``p``, holds other values; and whether that means
-    the model contradicts the module (nothing the exporter does explains the values)."""
-    head = f"holds other values than the torch parameter {i!r} of the same name "
-    if batchnorm_fold(v, p, folds):
-        return head + "(the exporter folded a BatchNormalization of the module into it: the fused layer's gradient, not comparable)", False
-    if v.dtype != p.dtype and v.shape == p.shape and np.array_equal(v, p.astype(v.dtype)):
-        return (f"holds the torch parameter {i!r} rounded to {v.dtype} (the module's is {p.dtype}): the gradients of "
-                "another precision are not compared"), False
-    return head + "and no BatchNorm of the module folds into it: " + NOT_AN_EXPORT, True
 
 
 @dataclass
@@ -243,11 +229,11 @@ def _link_square_transposed(st: _Mapping, i: str, v: np.ndarray, d: tuple, equal
 
 def _refuse_named_other_values(st: _Mapping, i: str, v: np.ndarray, equal: list[str]) -> bool:
     """Whether ``i``, named as a parameter (under any of its names), holds other values than it: refused with
-    the reason (``_other_values``), a fold noted, a contradiction leaving the parameter unused."""
+    the reason (``param_values.other_values``), a fold noted, a contradiction leaving the parameter unused."""
     named = i if i in st.params else (st.aliases or {}).get(i)
     if named is None or named in equal:
         return False
-    st.out.refused[i], contradicts = _other_values(i, v, st.params[named], st.folds)
+    st.out.refused[i], contradicts = other_values(i, v, st.params[named], st.folds)
     if batchnorm_fold(v, st.params[named], st.folds):
         st.out.folds.add(i)
     if contradicts:
