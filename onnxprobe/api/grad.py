@@ -32,7 +32,7 @@ from onnxprobe.runtime.npz import NpzWriter
 from onnxprobe.runtime.runners import check_usable
 from onnxprobe.runtime.runners.ort import OrtRunner
 from onnxprobe.stats.tensor_stats import TensorStats
-from onnxprobe.text import clip, quote
+from onnxprobe.text import clip, quote, some
 from onnxprobe.types import InputSpec, RunConfig, RunInfo, TensorRef, element_count
 
 
@@ -414,8 +414,14 @@ def _weights_stopped(model: Model, gp: GradPlan, rows: list, selection: Selectio
     if not any(i.data_type for i in model.proto.graph.initializer if element_count(i.dims) > 1):
         return []
     stops = gradient_stops(gp.forward)
-    return [f"no weight gets a gradient: the backward pass stops before every one, at {stops} (integer or "
-            "quantized ops pass no gradient; a QDQ model gets quantization-aware gradients)"] if stops else []
+    if stops:
+        return [f"no weight gets a gradient: the backward pass stops before every one, at {stops} (integer or "
+                "quantized ops pass no gradient; a QDQ model gets quantization-aware gradients)"]
+    # a QDQ model: its weights are integer codes, their float values the DequantizeLinear outputs (its rows, kind a)
+    inits = {i.name for i in model.proto.graph.initializer}
+    dq = [n.output[0] for n in model.proto.graph.node if n.op_type == "DequantizeLinear" and n.input[0] in inits]
+    return [f"no float weight: the model's {len(dq)} weights are quantized, integer codes each behind a DequantizeLinear; "
+            f"their gradients are its outputs', which --wrt names ({some(dq, 2)})"] if dq else []
 
 
 def _loss_rounding(gp: GradPlan, feed: dict[str, np.ndarray], device: str, mode: str, names: list[str]) -> dict | str:
