@@ -114,10 +114,12 @@ def _check_names(model: onnx.ModelProto, names: list[str], flag: tuple[str, str]
             f"; {say.either('api.inspect(model).nodes', '`onnxprobe inspect --nodes MODEL`', LIST_NODES)} lists the tensors"))
 
 
-def cut(model: onnx.ModelProto, inputs: list[str] | None, outputs: list[str] | None, *, advise: bool = True) -> Cut:
+def cut(model: onnx.ModelProto, inputs: list[str] | None, outputs: list[str] | None, *, advise: bool = True,
+        swap: bool = True) -> Cut:
     """Resolve and check a cut. ``inputs`` defaults to the model's inputs (those the outputs need),
     ``outputs`` to the model's outputs; names may also be given comma-separated. ``advise=False``: a cut
-    that does not cut raises a bare UsageError (``_trial``: an error's suggestion tried before it is given)."""
+    that does not cut raises a bare UsageError (``_trial``: an error's suggestion tried before it is given);
+    ``swap=False``: its error suggests no swap of --from and --to (``_completed``: a swap's own cut, completed)."""
     g = model.graph
     inits = {t.name for t in g.initializer} | {t.values.name for t in g.sparse_initializer}
     real_inputs = [vi.name for vi in g.input if vi.name not in inits]
@@ -166,7 +168,8 @@ def cut(model: onnx.ModelProto, inputs: list[str] | None, outputs: list[str] | N
     if reached:
         if not advise:
             raise UsageError("not a cut")
-        wrong = _upstream_message(model, ins, outs, default_outputs) or _unreached_message(model, ins, outs, default_outputs)
+        wrong = ((swap and _upstream_message(model, ins, outs, default_outputs))
+                 or _unreached_message(model, ins, outs, default_outputs))
         if wrong:
             raise settings_error(UsageError, wrong)
         raise _leak_error(model, ins, cut_set, outs, nodes, list(reached))
@@ -264,23 +267,15 @@ def _swapped(model: onnx.ModelProto, y: str, after: list[str], ins: list[str], o
     return ([x for x in base if x not in c.unused_inputs] if c is not None else [y]), to, left
 
 
-_COMPLETING = []  # a cut being completed: the leak error of a swapped cut asks no swap of its own
-
-
 def _completed(model: onnx.ModelProto, ins: list[str], outs: list[str]) -> list[str] | None:
     """The --from list that the leak error of the cut from ``ins`` to ``outs`` gives (``CutLeaks.cut_inputs``), or
-    None where that cut fails otherwise."""
-    if _COMPLETING:
-        return None
-    _COMPLETING.append(True)
+    None where that cut fails otherwise (asking no swap of its own: a swap's cut is what is being completed)."""
     try:
-        cut(model, ins, outs)
+        cut(model, ins, outs, swap=False)
     except CutLeaks as e:
         return list(e.cut_inputs)
     except UsageError:
         return None
-    finally:
-        _COMPLETING.pop()
     return list(ins)
 
 
