@@ -65,6 +65,12 @@ def test_a_qdq_model_says_its_weights_gradients_are_the_dequantized_ones(tmp_pat
     res = api.grad(str(path), None, CPU, inputs={"x": x})
     said = [n for n in res.notes if n.startswith("no float weight")]
     assert said and "1 weights are quantized" in said[0] and "'w_dq'" in said[0], res.notes
+    m = onnx.load(str(path))  # the codes in a Constant node (as PP-OCR keeps its weights): said alike
+    m.graph.initializer.remove(m.graph.initializer[0])
+    m.graph.node.insert(0, helper.make_node("Constant", [], ["w_q"], value=numpy_helper.from_array(w, "w_q")))
+    onnx.save(m, str(tmp_path / "qdq_const.onnx"))
+    const = api.grad(str(tmp_path / "qdq_const.onnx"), None, CPU, inputs={"x": x})
+    assert [n for n in const.notes if n.startswith("no float weight")] == said, const.notes
     one = api.grad(str(path), None, CPU, api.GradSpec(wrt=("w_dq",)), inputs={"x": x}, save=True)
     (row,) = one.rows
     want = x.astype(np.float64).T @ np.ones((2, 3))

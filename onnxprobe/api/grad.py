@@ -22,6 +22,7 @@ from onnxprobe.autodiff.select import weight_value
 from onnxprobe.compare.gradients import gradient_stops
 from onnxprobe.fileio import checked_path
 from onnxprobe.errors import ExecutionError, ModelError, UsageError, first_line, in_words, said
+from onnxprobe.graph.constants import constants
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.select import Selection
 from onnxprobe.graph.shapes import infer_shapes
@@ -407,19 +408,19 @@ def _shown_nonfinite(checked: dict[str, dict], result: GradResult, grads64: dict
 def _weights_stopped(model: Model, gp: GradPlan, rows: list, selection: Selection | None, spec: GradSpec) -> list[str]:
     """A note where no weight gets a gradient though the model has weights and the default selection asked for
     them: the backward pass stops before every one (a QOperator model's integer ops: QLinearConv, QLinearSoftmax...),
-    said with the ops where it stops; it showed the output's gradient alone, saying nothing."""
+    said with the ops where it stops; it showed the output's gradient alone, saying nothing. A QDQ model's weights
+    are integer codes behind DequantizeLinear: where their gradients are (its outputs', which --wrt names)."""
     selection = selection or Selection()
     if spec.wrt or selection.names or selection.ops or selection.all or any(r.target.kind == "weight" for r in rows):
         return []
-    if not any(i.data_type for i in model.proto.graph.initializer if element_count(i.dims) > 1):
+    held = constants(model.proto.graph)  # weights in initializers or Constant nodes (as PP-OCR keeps them)
+    if not any(i.data_type for i in held.values() if element_count(i.dims) > 1):
         return []
     stops = gradient_stops(gp.forward)
     if stops:
         return [f"no weight gets a gradient: the backward pass stops before every one, at {stops} (integer or "
                 "quantized ops pass no gradient; a QDQ model gets quantization-aware gradients)"]
-    # a QDQ model: its weights are integer codes, their float values the DequantizeLinear outputs (its rows, kind a)
-    inits = {i.name for i in model.proto.graph.initializer}
-    dq = [n.output[0] for n in model.proto.graph.node if n.op_type == "DequantizeLinear" and n.input[0] in inits]
+    dq = [n.output[0] for n in model.proto.graph.node if n.op_type == "DequantizeLinear" and n.input[0] in held]
     return [f"no float weight: the model's {len(dq)} weights are quantized, integer codes each behind a DequantizeLinear; "
             f"their gradients are its outputs', which --wrt names ({some(dq, 2)})"] if dq else []
 
