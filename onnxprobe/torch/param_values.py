@@ -24,21 +24,13 @@ def batchnorm_fold(v: np.ndarray, p: np.ndarray, folds: list[tuple[np.ndarray, n
     """Whether initializer ``v`` is parameter ``p`` with one of the BatchNorms ``folds`` (each its per-channel
     scale and shift: ``y = x * scale + shift``) folded in: a weight scaled along its output channels, or a
     bias scaled and shifted. A float32 fold is off by ~1e-7 of the values (measured, dynamo)."""
-    if v.shape != p.shape or not v.ndim:
-        return False
-    v64, p64 = v.astype(np.float64), p.astype(np.float64)
-    rtol = 1e-2 if min(v.dtype.itemsize, p.dtype.itemsize) <= 2 else 1e-4  # a 16-bit fold rounds at ~1e-3
-    for scale, shift in folds:
-        for per in channel_scales(v.shape, scale):
-            want = p64 * per + (shift if v.ndim == 1 else 0)
-            if np.allclose(v64, want, rtol=rtol, atol=rtol * float(np.abs(want).max(initial=0.0))):
-                return True
-    return False
+    return fold_misses(v, p, folds) == 0
 
 
 def fold_misses(v: np.ndarray, p: np.ndarray, folds: list[tuple[np.ndarray, np.ndarray]]) -> int | None:
     """How few values of initializer ``v`` miss parameter ``p`` with one of the BatchNorms ``folds`` folded in
-    (``batchnorm_fold``'s rule, value by value), over every fold and layout that fits; None where none fits."""
+    (each value within 1e-4 of it, relative and of the largest: 1e-2 for a 16-bit fold, which rounds at ~1e-3),
+    over every fold and layout that fits (0 as soon as one holds); None where none fits."""
     if v.shape != p.shape or not v.ndim:
         return None
     v64, p64 = v.astype(np.float64), p.astype(np.float64)
@@ -48,6 +40,8 @@ def fold_misses(v: np.ndarray, p: np.ndarray, folds: list[tuple[np.ndarray, np.n
         for per in channel_scales(v.shape, scale):
             want = p64 * per + (shift if v.ndim == 1 else 0)
             k = int((~np.isclose(v64, want, rtol=rtol, atol=rtol * float(np.abs(want).max(initial=0.0)))).sum())
+            if k == 0:
+                return 0
             best = k if best is None else min(best, k)
     return best
 
@@ -189,12 +183,13 @@ def other_values(i: str, v: np.ndarray, p: np.ndarray, folds: list) -> tuple[str
     """Why initializer ``i``, named as a torch parameter ``p``, holds other values; and whether that means
     the model contradicts the module (nothing the exporter does explains the values)."""
     head = f"holds other values than the torch parameter {i!r} of the same name "
-    if batchnorm_fold(v, p, folds):
+    k = fold_misses(v, p, folds)
+    if k == 0:
         return head + "(the exporter folded a BatchNormalization of the module into it: the fused layer's gradient, not comparable)", False
     if v.dtype != p.dtype and v.shape == p.shape and np.array_equal(v, p.astype(v.dtype)):
         return (f"holds the torch parameter {i!r} rounded to {v.dtype} (the module's is {p.dtype}): the gradients of "
                 "another precision are not compared"), False
-    if 0 < (k := fold_misses(v, p, folds) or 0) <= v.size // 10:  # a dynamo export's fold under the parameter's name
+    if k is not None and k <= v.size // 10:  # a dynamo export's fold under the parameter's name, changed in a few values
         return f"holds the torch parameter {i!r} with a BatchNorm of the module folded in but for {k} of its {v.size} " \
                f"values: the exporter's fold of it, changed; {NOT_AN_EXPORT}", True
     return head + "and no BatchNorm of the module folds into it: " + NOT_AN_EXPORT, True
