@@ -68,7 +68,8 @@ def neg(g):
 
 @rule("Pow", inputs=(0, 1), broadcast=(0, 1))
 def pow_(g):
-    """y = a ** b  ->  da = dy * b * a ** (b - 1),  db = dy * y * log(a)  (0 where a == 0, as torch)"""
+    """y = a ** b  ->  da = dy * b * a ** (b - 1) (0 where b == 0: a ** 0 is 1 whatever a, where b a ** (b - 1)
+    at a == 0 is 0 * inf),  db = dy * y * log(a)  (0 where a == 0), as torch"""
     a, b = g.x
     da = db = None
     if g.wants(0):
@@ -78,6 +79,8 @@ def pow_(g):
             da = g.Mul(g.dy, g.Mul(a, g.scalar(2.0)))
         else:
             da = g.Mul(g.dy, g.Mul(bf, g.Pow(a, g.Sub(bf, g.scalar(1.0)))))
+            if c is None or not np.all(np.asarray(c) != 0):  # an exponent that is (or may be) 0 somewhere
+                da = g.Where(g.Equal(bf, g.scalar(0.0)), g.scalar(0.0), da)
     if g.wants(1):
         db = g.Where(g.Equal(a, g.scalar(0.0)), g.scalar(0.0), g.Mul(g.Mul(g.dy, g.y[0]), g.Log(a)))
     return [da, db]
