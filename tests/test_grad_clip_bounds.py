@@ -72,6 +72,24 @@ def test_a_glob_names_a_scalar_bound_as_its_exact_name_does(tmp_path, pattern):
     assert float(res.arrays["lo"]) == pytest.approx(float(np.sum(x < -0.3)))  # sum of dy = 1 where x < lo
 
 
+@pytest.mark.parametrize("flags,want", [
+    (dict(all=True), {"lo"}), (dict(ops=("Clip",)), {"lo"}), (dict(names=("clip",)), {"lo"}),
+])
+def test_a_scalar_bound_named_by_wrt_stays_with_selection_flags(tmp_path, flags, want):
+    """--wrt names a scalar bound, which makes it a weight; --all (every tensor) or --op / --name selecting its
+    reader kept none of it ("the selection flags leave none of the tensors it names"), and --all --wrt '*' dropped
+    both bounds: it is selected as any weight its reader reads."""
+    from onnxprobe import api
+
+    x = np.array([[-1.0, -0.5, 0.0, 0.7, 1.2]] * 3, np.float32)
+    _clip_model(tmp_path / "m.onnx", -0.3, 0.5)
+    res = api.grad(tmp_path / "m.onnx", api.Selection(**flags), spec=api.GradSpec(wrt=("lo",)), inputs={"x": x}, save=True)
+    assert set(res.arrays) == want, (sorted(res.arrays), res.notes)
+    assert float(res.arrays["lo"]) == pytest.approx(float(np.sum(x < -0.3)))  # sum of dy = 1 where x < lo
+    every = api.grad(tmp_path / "m.onnx", api.Selection(all=True), spec=api.GradSpec(wrt=("*",)), inputs={"x": x})
+    assert {"lo", "hi", "x", "y"} <= {r.target.ref.name for r in every.rows}
+
+
 @pytest.mark.parametrize("pattern", ["lo", "l*"])
 def test_diff_grad_compares_a_scalar_bound_named_by_wrt(tmp_path, pattern):
     """diff --grad takes grad's --wrt: a scalar bound it names is compared (it was refused, 'no gradient of

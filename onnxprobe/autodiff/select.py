@@ -161,7 +161,9 @@ def targets(model: onnx.ModelProto, selection: Selection | None = None, wrt: tup
             for n in hits:
                 # --all means every tensor: a graph input it names is kept (the flags select node outputs and
                 # weights, and --all read as an intersection dropped the inputs --wrt names)
-                if explicit and n not in chosen and not (sel.all and n in inputs):
+                # so is a one-element constant it names whose reader the flags select: a weight by being named, it
+                # was in no list the flags chose from (--wrt lo --all or --op Clip left nothing)
+                if explicit and n not in chosen and not (sel.all and n in inputs) and not (n in single and weight_selected(n)):
                     continue
                 if n in chosen:
                     picked[n] = chosen[n]
