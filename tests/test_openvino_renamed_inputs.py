@@ -55,3 +55,26 @@ def test_the_worker_refuses_to_run_an_input_without_a_value():
     w.load("m", _model(False).SerializeToString())
     with pytest.raises(RuntimeError, match="no value for OpenVINO's input"):
         w.run("m", ["y"], {"w": np.zeros((3, 64), np.float32)}, "CPU", F32, ["y"], [])
+
+
+def _output_renamed_model():
+    """Relu -> Dropout d1 -> Dropout d2 -> Neg y, with d1 a graph output too: OpenVINO, reading the bytes, names that
+    Result 'd2' (the next Dropout's output), and 'd1' is nowhere in its model."""
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"), helper.make_node("Dropout", ["r"], ["d1"], name="drop1"),
+             helper.make_node("Dropout", ["d1"], ["d2"], name="drop2"), helper.make_node("Neg", ["d2"], ["y"], name="neg")]
+    return make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3]),
+                       helper.make_tensor_value_info("d1", TensorProto.FLOAT, [2, 3])])
+
+
+def test_a_graph_output_openvino_renamed_is_read_as_that_output():
+    """`layers --runtime openvino` died on the model above ("Model::add_output. Tensor name 'd1' was not found"), and
+    `diff --vs-runtime openvino` left that output uncompared; its Result is read as the output it is."""
+    x = np.random.default_rng(2).normal(size=(2, 3)).astype(np.float32)
+    res = api.layers(_output_renamed_model(), inputs=api.InputSpec(arrays={"x": x}), runtime="openvino", runtime_options=F32,
+                     save=True)
+    np.testing.assert_allclose(res.arrays["d1"], np.maximum(x, 0), rtol=1e-6, atol=0)
+    np.testing.assert_allclose(res.arrays["y"], -np.maximum(x, 0), rtol=1e-6, atol=0)
+    d = api.diff(_output_renamed_model(), inputs=api.InputSpec(arrays={"x": x}), vs_runtime="openvino", runtime_options=F32)
+    compared = {r.pair.a.name for r in d.results if r.metrics is not None}
+    assert {"y", "d1"} <= compared and d.verdict()[0] == "pass", (compared, d.notes)

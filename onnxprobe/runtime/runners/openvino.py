@@ -213,12 +213,13 @@ class OpenVinoRunner(HostStatsRunner):
         if have is not None and have[0] == self.worker.generation:
             return have[1]
         model = filled(model)  # weights left in their files read in: OpenVINO reads the proto's own bytes
+        outs = [o.name for o in model.graph.output]
         if is_large(model):  # > 2 GB: OpenVINO reads a file with its weights beside it (kept: it may map them)
             d = tempfile.TemporaryDirectory(prefix="onnxprobe-ov-")
             self._files.append(d)
-            reply = self.worker.request(op="load", key=key, source=save_beside(model, d.name))
+            reply = self.worker.request(op="load", key=key, source=save_beside(model, d.name), outputs=outs)
         else:
-            reply = self.worker.request(op="load", key=key, source=model.SerializeToString())
+            reply = self.worker.request(op="load", key=key, source=model.SerializeToString(), outputs=outs)
         self._loaded[key] = (self.worker.generation, reply["names"], _input_sources(model, reply["inputs"]))
         return reply["names"]
 

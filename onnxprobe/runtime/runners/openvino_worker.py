@@ -89,11 +89,18 @@ class Worker:
         self.models: dict = {}
         self.compiled: OrderedDict = OrderedDict()
 
-    def load(self, key, source) -> dict:
-        self.models[key] = self.core.read_model(source)
+    def load(self, key, source, outputs: list[str] = ()) -> dict:
+        """Read model ``source`` as ``key``. ``outputs``: the ONNX graph's output names, in order: one OpenVINO lost
+        (read from bytes, a Dropout's output named after the Dropout that follows it: Result 'd2' for output 'd1')
+        is given back to its Result, where no other tensor carries it, so that it is read as the output it is."""
+        self.models[key] = m = self.core.read_model(source)
         for k in [k for k in self.compiled if k[0] == key]:
             del self.compiled[k]
-        m = self.models[key]
+        if len(outputs) == len(m.outputs):
+            known = set(tensor_names(m))
+            for name, port in zip(outputs, m.outputs):
+                if name and name not in known:
+                    port.get_tensor().add_names({name})
         return {"names": tensor_names(m), "inputs": sorted({n for p in m.inputs for n in p.get_names()})}
 
     def drop(self, key) -> dict:
