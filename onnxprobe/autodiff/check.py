@@ -23,6 +23,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from onnxprobe.autodiff.check32 import check_direction
+from onnxprobe.autodiff.kinks import apart
 from onnxprobe.autodiff.nested import rename
 from onnxprobe.graph.builder import opset_version
 from onnxprobe.graph.tensor_data import to_array
@@ -285,16 +286,23 @@ def check_gradients(items: list[CheckItem], loss: Callable[[str, np.ndarray], fl
         if dt == np.float32:  # one direction, one step chosen by its resolution (check32)
             v = directions[0] / max(float(np.sqrt(np.mean(directions[0] ** 2))), 1e-300)
             val = None if it.value is None or np.shape(it.value) != g.shape else np.asarray(it.value, np.float64)
-            out[it.name] = {**check_direction(it.name, g, v, h0, f, L0, tol, val, R, known), "tolerance": tol,
-                            "precision": precision}
+            r = check_direction(it.name, g, v, h0, f, L0, tol, val, R, known)
+            if r.pop("kinked", False):  # a kink measured and the gradient outside it: several kinks along v?
+                failed, parts, agreed = apart(v, lambda w: _judge32(it.name, g, w, h0, f, L0, tol, val, R, known), rng)
+                r = failed or {**r, "ok": None, "error": r["error"], "unresolved": _several_kinks(parts, agreed),
+                               "several_kinks": True}
+            out[it.name] = {**r, "tolerance": tol, "precision": precision}
             _rounded_by(out[it.name], R, by, L0, eps)
             if progress is not None:
                 progress(len(out), len(items))
             continue
-        worst, detail, settled, flat, swamped, hmin = 0.0, None, False, False, None, h0 / 1000
+        worst, detail, settled, flat, swamped, hmin, kinks = 0.0, None, False, False, None, h0 / 1000, None
         for v in directions:
             v = v / max(float(np.sqrt(np.mean(v * v))), 1e-300)
             best = _best_step(it.name, g, v, h0, f, L0, dt, eps, tol, scale, R, known)
+            if best[9]:  # a kink measured and the gradient outside it: several kinks along v? Each part alone
+                best = _apart64(it.name, g, v, h0, f, L0, dt, eps, tol, scale, R, known, rng, best)
+                kinks = best[9:]
             hmin = min(hmin, best[8])
             if not best[7]:  # this direction says nothing (float64's extra Gaussian ones may not move a big loss)
                 swamped = swamped or best[1:]
@@ -310,11 +318,13 @@ def check_gradients(items: list[CheckItem], loss: Callable[[str, np.ndarray], fl
                         "grad_dot": detail[1], "step": detail[2], "kink": detail[3], "precision": precision}
         if flat:  # the loss did not move at all: its slope is 0 (or below the loss's rounding)
             out[it.name]["flat"] = True
+        if kinks is not None and kinks[0] and ok is None:  # several kinks along a direction (``autodiff.kinks``)
+            out[it.name].update(unresolved=_several_kinks(*kinks[1:]), several_kinks=True)
         if ok is None and swamped is not None and worst == float("inf"):
             out[it.name]["error"] = None
             out[it.name]["unresolved"] = (f"the loss's rounding ({dt.__name__}, |L| = {abs(L0):.3g}) swamps its change at "
                                           f"every step tried ({_steps(h0, hmin)}); e.g. a gradient that is 0 in exact arithmetic")
-        elif ok is None:  # no step where the loss is linear enough: no verdict either way
+        elif ok is None and not (kinks is not None and kinks[0]):  # no step where the loss is linear enough: no verdict
             out[it.name]["unresolved"] = (f"halving the step changes the finite difference by more than {tol:g} of it at "
                                           f"every step tried ({_steps(h0, hmin)}): the loss is not linear over them; e.g. a Softmax of huge "
                                           "logits: a step function at every step tried")
@@ -324,10 +334,37 @@ def check_gradients(items: list[CheckItem], loss: Callable[[str, np.ndarray], fl
     return out
 
 
+def _apart64(name, g, v, h0, f, L0, dt, eps, tol, scale, R, known, rng, whole) -> tuple:
+    """``_best_step``'s answer for direction ``v`` taken apart (``autodiff.kinks.apart``), + (parts checked, parts
+    that agreed away from the kinks): the failing part's answer where one fails away from the kinks, else
+    ``whole`` (v's own) unsettled: no verdict."""
+    def judge(w):
+        b = _best_step(name, g, w / max(float(np.sqrt(np.mean(w * w))), 1e-300), h0, f, L0, dt, eps, tol, scale, R, known)
+        ok = True if b[0] <= tol else (False if b[5] or b[9] else None)
+        return (ok if b[7] else None), b[4] or b[9], b
+
+    failed, parts, agreed = apart(v, judge, rng)
+    if failed is not None:
+        return failed[:10] + (parts, agreed)
+    return whole[:5] + (False,) + whole[6:9] + (True, parts, agreed)
+
+
+def _judge32(name, g, w, h0, f, L0, tol, val, R, known) -> tuple:
+    """``autodiff.kinks.apart``'s judge in float32: ``check32.check_direction`` along ``w``."""
+    r = check_direction(name, g, w / max(float(np.sqrt(np.mean(w * w))), 1e-300), h0, f, L0, tol, val, R, known)
+    return r["ok"], bool(r["kink"] or r.pop("kinked", False)), r
+
+
+def _several_kinks(parts: int, agreed: int) -> str:
+    return ("the loss has several kinks along the directions tried (ties, values at a bound: MaxPool over equal values, "
+            "Clip or Relu at the point), where one-sided differences bound no gradient; taken apart into "
+            f"{parts} parts, none disagrees away from the kinks ({agreed} agree there)")
+
+
 def _rounded_by(r: dict, R: float, by: str | None, L0: float, eps: float) -> None:
     """A row left unchecked where the forward's rounding (R, of tensor ``by``) is above the loss's own eps |L|
     says so: the intermediate whose rounding swamps the loss's change (``rounded_by``)."""
-    if r["ok"] is None and by is not None and R > eps * abs(L0) and not r.get("rounded_by"):
+    if r["ok"] is None and by is not None and R > eps * abs(L0) and not r.get("rounded_by") and not r.get("several_kinks"):
         r["rounded_by"] = by
         r["unresolved"] += (f"; the rounding of {by!r} alone moves the loss by ~{R:.3g} (eps x sqrt(sum (dL/d{by} * {by})^2)): "
                             "a perturbation is absorbed there")
@@ -344,7 +381,7 @@ COARSEN64 = 5  # tenfold larger ones, at most, where the loss's rounding explain
 
 def _best_step(name: str, g: np.ndarray, v: np.ndarray, h0: float, loss, L0: float, dt, eps: float, tol: float,
                scale: float, R: float = 0.0, known: bool = False):
-    """(error, fd, <g, v>, step, kink, settled, flat, resolved, smallest step) for the step size that agrees
+    """(error, fd, <g, v>, step, kink, settled, flat, resolved, smallest step, kinked) for the step size that agrees
     best (float64). Kinks favour small steps, rounding large ones: several are tried (``STEPS64``), then, while
     no step agrees or settles, tenfold smaller ones (``REFINE64`` at most): a loss curved over the steps (exp(k w)
     with k h ~ 1) settles at a smaller one. The refinement stops where the next step's rounding (the loss's,
@@ -362,7 +399,7 @@ def _best_step(name: str, g: np.ndarray, v: np.ndarray, h0: float, loss, L0: flo
     curvature leaves in the extrapolated one-sided differences shrinks as h^2 (exp(1e6 w), 3% wrong, passed
     as a kink at the step 1e-6)."""
     an = float(np.sum(g * v))
-    best, settled, flat, moved, coarse, ups = None, False, True, False, False, 0
+    best, settled, flat, moved, coarse, ups, kinked = None, False, True, False, False, 0, False
     steps, rich, gaps = [h0 * k for k in STEPS64], {}, {}
 
     def coarsen(i: int) -> int:
@@ -423,10 +460,13 @@ def _best_step(name: str, g: np.ndarray, v: np.ndarray, h0: float, loss, L0: flo
             dp = 2 * (half[0] - L0) / (0.5 * h) - (lp - L0) / h
             dm = 2 * (L0 - half[1]) / (0.5 * h) - (L0 - lm) / h
             lo, hi = min(dp, dm), max(dp, dm)
-            if hi - lo > max(tol * big, noise) and lo - tol * big <= an <= hi + tol * big:
+            if hi - lo > max(tol * big, noise):
                 for lo2, hi2, n2 in gaps.values():
                     if abs(lo - lo2) <= noise + n2 + tol / 4 * (hi - lo) and abs(hi - hi2) <= noise + n2 + tol / 4 * (hi - lo):
-                        err, kink = 0.0, True
+                        if lo - tol * big <= an <= hi + tol * big:
+                            err, kink = 0.0, True
+                        else:  # a kink measured, the gradient outside its sides: several kinks? (``autodiff.kinks``)
+                            kinked = True
                 gaps[h] = (lo, hi, noise)
         # a disagreement no larger than the loss's rounding at this step (that of the Richardson estimate: ~3 floor) is
         # not measured, however settled the quotient looks: a bias of values ~1e-6 (ViT's MLP init) got steps of
@@ -452,4 +492,4 @@ def _best_step(name: str, g: np.ndarray, v: np.ndarray, h0: float, loss, L0: flo
         # a gradient of exactly 0 along v and a loss that did not move at all: they agree exactly
         # (a gradient of zeros, whose direction is 0)
         best, resolved = (0.0, 0.0, an, float(h0), False), True
-    return best + (settled, flat and best[0] > tol, resolved, min(steps))
+    return best + (settled, flat and best[0] > tol, resolved, min(steps), kinked and best[0] > tol)
