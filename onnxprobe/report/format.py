@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 from onnxprobe.report.cells import cells, head, tail
 from onnxprobe.stats.status import values_status
@@ -158,6 +159,10 @@ def op(name: str, width: int = 0) -> str:
 
 
 def dtype(name: str | None) -> str:
+    """A dtype as tables show it: f32, i64...; the narrow float types whole, as f8e4m3fn and f8e4m3fnuz (cut to 8
+    characters, float8_e4m3fn and float8_e4m3fnuz read alike, and so did float8_e5m2 and float8_e5m2fnuz)."""
     if not name:
         return "?"
-    return DTYPE_ABBREVIATIONS.get(name, clean(name)[:8])
+    if name in DTYPE_ABBREVIATIONS:
+        return DTYPE_ABBREVIATIONS[name]
+    return clean(re.sub(r"^float(\d+)_", r"f\1", name))
