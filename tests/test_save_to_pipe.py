@@ -42,3 +42,32 @@ def test_save_to_a_pipe_writes_every_format_whole(tmp_path):
         if fmt == ".npz":
             assert zipfile.is_zipfile(io.BytesIO(data))
         np.testing.assert_array_equal(read(data), want.astype(np.float32))
+
+
+def _cli(args, env, tmp_path):
+    return subprocess.run([sys.executable, "-m", "onnxprobe", *args], capture_output=True, env=env, timeout=180, cwd=tmp_path)
+
+
+def test_a_file_written_to_stdout_takes_it_alone(tmp_path):
+    """A file written to /dev/stdout on a pipe had the command's table (or CSV rows) after it: `mark -o /dev/stdout |`
+    gave a model onnx could not read, `layers --json /dev/stdout | jq` failed on the table. The file takes stdout alone
+    (the report stays off it, as with --json -), and two outputs to stdout at once are refused."""
+    m = make_model([helper.make_node("Relu", ["x"], ["r"], name="relu"), helper.make_node("Neg", ["r"], ["y"], name="neg")],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    onnx.save(m, str(tmp_path / "m.onnx"))
+    env = {**os.environ, "PYTHONPATH": ROOT, "NO_COLOR": "1"}
+    for args in (["mark", "m.onnx", "-o", "/dev/stdout", "--all"], ["extract", "m.onnx", "-o", "/dev/stdout", "--to", "r"],
+                 ["extract", "m.onnx", "-o", "/dev/stdout", "--to", "r", "--format", "csv"],
+                 ["grad", "m.onnx", "--export", "/dev/stdout"]):
+        p = _cli(args, env, tmp_path)
+        assert p.returncode == 0, p.stderr.decode()
+        onnx.checker.check_model(onnx.ModelProto.FromString(p.stdout))  # the model alone
+        assert b"wrote /dev/stdout" in p.stderr
+    p = _cli(["layers", "m.onnx", "--json", "/dev/stdout"], env, tmp_path)
+    assert p.returncode == 0 and {r["name"] for r in __import__("json").loads(p.stdout)["tensors"]} >= {"y"}, p.stdout[-300:]
+    p = _cli(["layers", "m.onnx", "--all", "--save", "/dev/stdout"], env, tmp_path)
+    assert p.returncode == 0 and set(np.load(io.BytesIO(p.stdout))) >= {"r", "y"}
+    p = _cli(["grad", "m.onnx", "--json", "-", "--export", "/dev/stdout"], env, tmp_path)
+    assert p.returncode == 2 and not p.stdout and b"is standard output, where --json - writes too" in p.stderr, p.stderr
+    p = _cli(["layers", "m.onnx"], env, tmp_path)  # no file there: the table, as always
+    assert p.returncode == 0 and b"Neg" in p.stdout

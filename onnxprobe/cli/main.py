@@ -106,6 +106,9 @@ class _Group(TyperGroup):
             return super().make_context(*args, **kwargs)
 
     def invoke(self, ctx):
+        from onnxprobe.cli.output import STDOUT_FILE
+
+        STDOUT_FILE.set(None)  # each command's outputs say anew whether one takes stdout (a process runs several: tests)
         with _interrupted_in_one_line():
             return super().invoke(ctx)
 

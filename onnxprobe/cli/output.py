@@ -5,6 +5,7 @@ the renderers, so nothing from a model reaches the terminal raw; JSON keeps the 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import os
 import sys
 from pathlib import Path
@@ -16,19 +17,41 @@ from onnxprobe.report.table import Table, present
 from onnxprobe.text import MAX_LINE, clean, one_line
 
 
+# the flag whose file goes to this command's stdout (/dev/stdout on a pipe or a terminal), set by ``check_outputs``:
+# the report then stays off stdout, as with --json - (the table after a model on one pipe made both unreadable)
+STDOUT_FILE: contextvars.ContextVar[str | None] = contextvars.ContextVar("onnxprobe_stdout_file", default=None)
+
+
 def check_outputs(model: Path, *paths: Path | None, files: dict[str, Path | None] | None = None,
                   model_is: str = "an input model") -> None:
     """Fail before any work when an output path is unusable (missing folder, the model itself);
-    ``files``: flag -> path of outputs that must be real files (no '-' for stdout)."""
+    ``files``: flag -> path of outputs that must be real files (no '-' for stdout). An output that is this
+    command's stdout (``STDOUT_FILE``) takes it alone: a second one there, or ``--json -``, is refused."""
     from onnxprobe.errors import UsageError
 
     for flag, p in (files or {}).items():
         if p is not None and str(p) == "-":
             raise UsageError(f"{flag} writes a file of its own: give a file name, not '-'")
-    for flag, p in [*(("--json", p) for p in paths), *(files or {}).items()]:
+    named = [*(("--json", p) for p in paths), *(files or {}).items()]
+    for flag, p in named:
         if p is not None and str(p) != "-":  # a bad one said as every bad flag value is: "--json PATH: why"
             report_io.check_writable(p, model, model_is, flag=flag)
     _distinct([("--json", p) for p in paths] + list((files or {}).items()))
+    on_stdout = [(f, p) for f, p in named if p is not None and (str(p) == "-" or _is_stdout(p))]
+    if len(on_stdout) > 1:
+        (f1, p1), (f2, p2) = on_stdout[:2]
+        raise UsageError(f"{f2} {clean(str(p2))}: is standard output, where {f1} {clean(str(p1))} writes too; give each "
+                         "output a file of its own")
+    STDOUT_FILE.set(on_stdout[0][0] if on_stdout and str(on_stdout[0][1]) != "-" else None)
+
+
+def _is_stdout(p: Path) -> bool:
+    """Whether ``p`` is this process's stdout (/dev/stdout, /proc/self/fd/1, the terminal's own device)."""
+    try:
+        st, out = os.stat(p), os.fstat(1)
+    except (OSError, ValueError):
+        return False
+    return (st.st_dev, st.st_ino) == (out.st_dev, out.st_ino)
 
 
 OUTPUT_FLAG = "-o/--output"  # mark's and extract's model to write, named as click names it
@@ -130,7 +153,10 @@ def writing_stdout():
 
 
 def show(renderables: Iterable, view=None) -> None:
-    """Renderables on stdout, as ``view`` (cli.options.View: --wide, --columns, --format) asks."""
+    """Renderables on stdout, as ``view`` (cli.options.View: --wide, --columns, --format) asks; none where an output
+    file took stdout (``STDOUT_FILE``)."""
+    if STDOUT_FILE.get() is not None:
+        return
     with writing_stdout():
         _show(renderables, view)
 
@@ -150,7 +176,7 @@ def show_written(renderables: list, view) -> None:
     """What a command that writes a model (mark, extract) shows: its table and the line saying what was
     written, on stdout as a table; with --format csv/markdown/json stdout carries the rows alone and the
     rest goes to stderr as notes (stderr's one kind of line)."""
-    if view.format == "table":
+    if view.format == "table" and STDOUT_FILE.get() is None:
         show(renderables, view)
         return
     show([r for r in renderables if isinstance(r, Table)], view)
