@@ -44,3 +44,22 @@ def test_a_missing_argument_is_named_as_the_usage_line_names_it():
         assert required, (name, usage)
         assert f"Missing argument '{required[0]}'." in r.output, (name, r.output)
         assert not re.search(r"'[a-z_]+'", r.output), (name, r.output)
+
+
+def test_help_reads_columns_as_the_tables_do():
+    """`COLUMNS=0 onnxprobe layers --help` printed an empty line, COLUMNS=1 or 5 a column of box corners and cut words,
+    COLUMNS=99999999 ran for minutes: the help takes $COLUMNS as the tables do (``report.console.env_width``): no width
+    dropped, under 20 made 20. Run as a process: the help's Rich console reads the environment itself."""
+    import os
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for columns, widest in (("0", 200), ("abc", 200), ("99999999", 200), ("1", 20), ("5", 20), ("60", 60)):
+        env = {**os.environ, "COLUMNS": columns, "NO_COLOR": "1", "PYTHONPATH": root}
+        p = subprocess.run([sys.executable, "-m", "onnxprobe", "layers", "--help"], capture_output=True, text=True, env=env,
+                           timeout=60)
+        lines = p.stdout.splitlines()
+        assert p.returncode == 0 and any("Usage:" in ln for ln in lines), (columns, p.stdout[:300])
+        assert max(len(ln) for ln in lines) <= widest, (columns, max(len(ln) for ln in lines))
+        assert "--shape" in p.stdout, columns  # the options are there, not cut letter by letter

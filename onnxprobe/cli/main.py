@@ -41,6 +41,22 @@ def _devnull_id() -> tuple:
     return st.st_dev, st.st_ino, st.st_rdev
 
 
+def _sane_columns() -> None:
+    """$COLUMNS as the tables read it (``report.console.env_width``), for the help's own Rich console too, which read
+    it raw: 0 printed an empty help, 1 a column of box corners, 99999999 ran for minutes. One that is no width (0,
+    not a number, 7 digits or more) is dropped (the terminal's own width, or 80), one under 20 made 20."""
+    text = os.environ.get("COLUMNS")
+    if text is None:
+        return
+    from onnxprobe.report.console import env_width
+
+    width = env_width(0)
+    if width:
+        os.environ["COLUMNS"] = str(width)
+    else:
+        del os.environ["COLUMNS"]
+
+
 class _Group(TyperGroup):
     """The app's command group: errors that Typer and click raise themselves (a bad option value, a
     missing argument, an unknown option or command) get the one-line format of every other error; help
@@ -55,6 +71,7 @@ class _Group(TyperGroup):
             from click.exceptions import BadParameter, ClickException, NoArgsIsHelpError
 
         piped = _stdout_id()
+        _sane_columns()
         if os.environ.get("NO_COLOR", "") != "":  # the help's own Rich console: plain text, as every table's
             from typer import rich_utils  # (report.console.SafeConsole); Rich's NO_COLOR kept bold and dim
 
