@@ -172,9 +172,17 @@ class GradResult:
                 f"{f', {len(self.arrays)} saved' if self.arrays else ''})")
 
 
-def _norm(a) -> float:
-    a = np.asarray(a, dtype=np.float64)
-    return float(np.sqrt(np.sum(a * a)))
+def value_norm(a) -> float:
+    """|tensor| beside its gradient's norm: ``stats_norm`` of its statistics."""
+    return stats_norm(TensorStats.from_array(np.asarray(a)))
+
+
+def stats_norm(st: TensorStats) -> float:
+    """|tensor| from its statistics, the same for weights, inputs and activations: NaN where it holds a NaN, else inf
+    where it holds an infinity (as the report says a gradient's own norm), else the L2 norm (``TensorStats.norm``: at
+    its scale, no overflow). An input holding NaN read nan where the same values as an activation read the norm of
+    their finite part, and an activation of infinities alone read 0."""
+    return float("nan") if st.nan else float("inf") if st.inf else st.norm
 
 
 def constant_output_note(gp: GradPlan, rows: list) -> list[str]:
@@ -245,12 +253,12 @@ def grad(model: Model | str | os.PathLike, selection: Selection | None = None, c
         name = t.ref.name
         if t.kind == "weight":
             v = weight_value(model.proto, name)
-            vn = _norm(v) if v is not None else None
+            vn = value_norm(v) if v is not None else None
         elif t.kind == "input":
-            vn = _norm(feed[name]) if name in feed else None
+            vn = value_norm(feed[name]) if name in feed else None
         else:
             st = result.stats.get(name)
-            vn = st.norm if st is not None else None
+            vn = stats_norm(st) if st is not None else None
         rows.append(GradRow(t, ref.name, result.stats.get(ref.name), vn, shape=result.shapes.get(ref.name)))
         if ref.name in result.arrays:
             saved[name] = result.arrays[ref.name]

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from onnxprobe.api.datasets import BatchWorker, first_arrays, first_label, model_path, relabel, run_batches, source
-from onnxprobe.api.grad import GradResult, GradRow, body_left_out, constant_output_note, grad_probes
+from onnxprobe.api.grad import GradResult, GradRow, body_left_out, constant_output_note, grad_probes, stats_norm, value_norm
 from onnxprobe.api.grad_plan import EXTRA_FIELD, EXTRA_FLAG, GRAD_OPT_LEVEL, EmptyBatch, GradPlan, GradSpec, as_spec, grad_plan
 from onnxprobe.api.inputs import Progress, as_progress, as_config, as_max_memory, as_ray, as_selection
 from onnxprobe.autodiff.select import weight_value
@@ -193,12 +193,12 @@ def grad_dataset(model: Model | str | os.PathLike, inputs: str | os.PathLike | N
             if g is not None:
                 arrays[name] = (g * f).astype(np.float32)
             w = weight_value(model.proto, name)
-            vn = float(np.sqrt(np.sum(np.square(w, dtype=np.float64)))) if w is not None else None
+            vn = value_norm(w) if w is not None else None
         else:
             m = acc["grads"].get(name)
             st = m.stats().scaled(f) if m is not None else None
             v = acc["values"].get(name)
-            vn = v.stats().norm if v is not None else None
+            vn = stats_norm(v.stats()) if v is not None else None
         rows.append(GradRow(t, gp.grads[name], st, vn, shape=acc["shapes"].get(name)))
     loss = math.fsum(acc["loss"]) * f
     notes = list(dict.fromkeys(src.notes + acc["notes"] + executor.notes() + body_left_out(model, selection, rows)
