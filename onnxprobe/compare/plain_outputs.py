@@ -43,8 +43,8 @@ def measure_plain(plan, feeds: dict, out: dict, sample: int, sums_of) -> list[st
     ks = [k for k in plan.plain if k in out and out[k].sums is not None and out[k].problem is None]
     if not ks:
         return []
-    va = plan.a.runner.values([o.name for o in plan.a.runner.model.graph.output], feeds)
-    vb = plan.b.runner.values([o.name for o in plan.b.runner.model.graph.output], feeds)
+    va = _plain(plan.a.runner, [plan.report[k].a.name for k in ks], feeds)
+    vb = _plain(plan.b.runner, [plan.report[k].b.name for k in ks], feeds)
     changed = []
     for k in ks:
         p = plan.report[k]
@@ -57,6 +57,13 @@ def measure_plain(plan, feeds: dict, out: dict, sample: int, sums_of) -> list[st
         if any(abs(x - y) > MOVED * max(abs(x), abs(y)) for x, y in ((s.max_abs, old.max_abs), (_dd(s), _dd(old)))):
             changed.append(p.a.name)
     return changed
+
+
+def _plain(runner, names: list[str], feeds: dict) -> dict:
+    """A plain run's outputs: all its model's outputs (none more probed), or, for a side with no model (``--vs-npz``:
+    saved values, which no probing changes), the values of ``names``."""
+    model = getattr(runner, "model", None)
+    return runner.values([o.name for o in model.graph.output] if model is not None else names, feeds)
 
 
 def _dd(s) -> float:
