@@ -1565,7 +1565,7 @@ def test_lstm_states_recomputed(case, computed, monkeypatch):
             np.testing.assert_allclose(g32[name], grads[name], rtol=0, atol=2e-4 * max(float(np.abs(grads[name]).max()), 1e-9))
 
 
-@pytest.mark.parametrize("precision", ["float64", "float64 (float32 gradients)"])
+@pytest.mark.parametrize("precision", ["float64", "float64 (float32 gradients)", "float32"])
 def test_the_check_finds_a_gradient_wrongly_zero(precision):
     """check_gradients: a gradient with entries wrongly 0 (a rule that drops a contribution) fails, however
     few they are, though the direction weighted by the gradient never moves them; the true gradient, and a

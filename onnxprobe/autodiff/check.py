@@ -7,10 +7,7 @@ its only output: L(t + h v) is one run with delta = h v.
 ``check_gradients(items, loss, precision)`` is the check itself, a pure function over a callable loss
 (``api.grad_check`` runs the perturbable model for it).
 
-``to_float64(model)`` turns every float32 and float16 tensor of the graph and of its If / Loop / Scan bodies (nested
-ones too) into float64 (initializers, Constant values, Cast targets, inputs, outputs, a body's value_info), leaving alone the few slots that must stay float32 (Resize
-scales). onnxruntime has no double kernel for many ops (Conv, pooling, Erf...); the caller falls back to
-float32 when the session cannot be built.
+``to_float64(model)`` (``autodiff.float64_copy``) is the model in float64 the check runs where onnxruntime can.
 """
 
 from __future__ import annotations
@@ -20,18 +17,15 @@ from typing import Callable
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
-from onnxprobe.autodiff.check32 import check_direction
-from onnxprobe.autodiff.kinks import apart
+from onnxprobe.autodiff.check32 import check_direction, check_float32
+from onnxprobe.autodiff.float64_copy import to_float64  # noqa: F401 (the check's float64 copy, as callers import it)
+from onnxprobe.autodiff.kinks import apart, several_kinks
 from onnxprobe.autodiff.nested import rename
-from onnxprobe.graph.builder import opset_version
-from onnxprobe.graph.tensor_data import to_array
-from onnxprobe.graph.walk import all_graphs, toposort
+from onnxprobe.graph.walk import toposort
 
 DELTA = "onnxprobe.delta:"
-PROMOTED = (TensorProto.FLOAT, TensorProto.FLOAT16)  # the float types the float64 copy computes in double
-FLOAT32_SLOTS = {("Resize", 2), ("Resize", 1), ("Upsample", 1)}  # (Resize opset 10: scales is input 1)
 
 
 def perturbable(model: onnx.ModelProto, loss: str, tensors: dict[str, tuple[int, list]]) -> onnx.ModelProto:
@@ -64,125 +58,6 @@ def _elem(model: onnx.ModelProto, name: str) -> int | None:
         if vi.name == name:
             return vi.type.tensor_type.elem_type
     return None
-
-
-def to_float64(model: onnx.ModelProto) -> onnx.ModelProto:
-    out = onnx.ModelProto()
-    out.CopyFrom(model)
-    _expand_layer_norms(out)
-    keep32: set[str] = set()  # over every graph: a body's Resize may read its scales from an outer scope
-    for g in all_graphs(out.graph):
-        for n in g.node:
-            for k, i in enumerate(n.input):
-                if (n.op_type, k) in FLOAT32_SLOTS and i:
-                    keep32.add(i)
-    for g in all_graphs(out.graph):
-        _graph_to_float64(g, keep32)
-    del out.graph.value_info[:]
-    return out
-
-
-def _graph_to_float64(g: onnx.GraphProto, keep32: set[str]) -> None:
-    """One graph's float32 and float16 initializers, Constants, Cast targets, inputs, outputs and value_info (a
-    body's are its own: its inputs and outputs must match the types its Loop / Scan / If passes). float16 is
-    promoted as float32 is: finite differences in half precision drown in its rounding, in float64 they check
-    the rules."""
-    for init in g.initializer:
-        if init.data_type in PROMOTED and init.name not in keep32:
-            a = to_array(init).astype(np.float64)
-            init.CopyFrom(numpy_helper.from_array(a, init.name))
-    for n in g.node:
-        if n.op_type == "Constant" and n.output and n.output[0] not in keep32:
-            for a in n.attribute:
-                if a.name == "value" and a.t.data_type in PROMOTED:
-                    a.t.CopyFrom(numpy_helper.from_array(to_array(a.t).astype(np.float64), a.t.name))
-                elif a.name == "value_float":
-                    v = a.f
-                    n.ClearField("attribute")
-                    n.attribute.append(helper.make_attribute("value", numpy_helper.from_array(np.array(v, np.float64))))
-                    break
-                elif a.name == "value_floats":
-                    v = list(a.floats)
-                    n.ClearField("attribute")
-                    n.attribute.append(helper.make_attribute("value", numpy_helper.from_array(np.array(v, np.float64))))
-                    break
-        for a in n.attribute:
-            if n.op_type == "Cast" and a.name == "to" and a.i in PROMOTED and n.output[0] not in keep32:
-                a.i = TensorProto.DOUBLE
-            if n.op_type in ("ConstantOfShape",) and a.name == "value" and a.t.data_type in PROMOTED:
-                a.t.CopyFrom(numpy_helper.from_array(to_array(a.t).astype(np.float64)))
-            if n.op_type in ("EyeLike", "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike") \
-                    and a.name == "dtype" and a.i in PROMOTED:
-                a.i = TensorProto.DOUBLE
-    for vi in list(g.input) + list(g.output) + list(g.value_info):
-        if vi.type.tensor_type.elem_type in PROMOTED and vi.name not in keep32:
-            vi.type.tensor_type.elem_type = TensorProto.DOUBLE
-
-
-def _expand_layer_norms(model: onnx.ModelProto) -> None:
-    """onnxruntime has no LayerNormalization kernel whose statistics are float64: write it out with
-    ReduceMean / Sub / Mul / Sqrt / Div, which all have double kernels (Mean and InvStdDev included), in
-    the main graph and in every If / Loop / Scan body (innermost first: a graph's nodes are rewritten by
-    copy, its bodies with them)."""
-    from onnxprobe.graph.shapes import value_types
-
-    graphs = [g for g in all_graphs(model.graph) if any(n.op_type == "LayerNormalization" for n in g.node)]
-    if not graphs:
-        return
-    types, opset = value_types(model), opset_version(model, "", 1)
-    for g in reversed(graphs):  # (all_graphs yields every graph before its bodies)
-        _expand_in(g, types, opset)
-
-
-def _expand_in(g: onnx.GraphProto, types: dict, opset: int) -> None:
-    from onnxprobe.graph.shapes import static_shape
-
-    nodes = []
-    for n in g.node:
-        if n.op_type != "LayerNormalization":
-            nodes.append(n)
-            continue
-        attrs = {a.name: helper.get_attribute_value(a) for a in n.attribute}
-        axis, eps = attrs.get("axis", -1), attrs.get("epsilon", 1e-5)
-        if axis < 0:
-            axes = list(range(axis, 0))
-        else:
-            shp = static_shape(types.get(n.input[0]))
-            if shp is None:
-                nodes.append(n)
-                continue
-            axes = list(range(axis, len(shp)))
-        p = f"{n.name or n.output[0]}/onnxprobe.expanded"
-        x = n.input[0]
-
-        def mk(op, ins, out, **kw):
-            nodes.append(helper.make_node(op, ins, [out], name=f"{p}/{out.rsplit('/', 1)[-1]}", **kw))
-            return out
-
-        # one Constant of the axes for both means: two Constants writing one name left onnx's shape inference
-        # without the axes, so the expansion's tensors had no rank and the float64 backward graph could not sum
-        # a gradient back to them (grad --check on GPT-2's dynamo export fell back to float32 gradients)
-        ax = mk("Constant", [], f"{p}/axes", value=numpy_helper.from_array(np.array(axes, np.int64))) if opset >= 18 else None
-
-        def mean(t, out):
-            if ax is not None:
-                return mk("ReduceMean", [t, ax], out, keepdims=1)
-            return mk("ReduceMean", [t], out, axes=axes, keepdims=1)
-
-        outs = list(n.output) + ["", ""]
-        mu = mean(x, outs[1] or f"{p}/mean")  # the optional Mean and InvStdDev outputs too (in float64, not
-        # in the float32 stash type, which made Add(float, double) for y = o + isd)
-        xc = mk("Sub", [x, mu], f"{p}/xc")
-        var = mean(mk("Mul", [xc, xc], f"{p}/sq"), f"{p}/var")
-        e = mk("Constant", [], f"{p}/eps", value=numpy_helper.from_array(np.array(eps, np.float32)))
-        sd = mk("Sqrt", [mk("Add", [var, e], f"{p}/var_eps")], f"{p}/std")
-        y = mk("Mul", [mk("Div", [xc, sd], f"{p}/xhat"), n.input[1]], f"{p}/scaled" if len(n.input) > 2 and n.input[2] else n.output[0])
-        if len(n.input) > 2 and n.input[2]:
-            mk("Add", [y, n.input[2]], n.output[0])
-        if outs[2]:
-            mk("Reciprocal", [sd], outs[2])
-    del g.node[:]
-    g.node.extend(nodes)
 
 
 # --- the finite-difference check itself: pure numerics over a loss function ------------------------------
@@ -276,21 +151,18 @@ def check_gradients(items: list[CheckItem], loss: Callable[[str, np.ndarray], fl
         known = it.exact and it.value is not None and np.shape(it.value) == g.shape
         f = applied(loss, it.name, g, it.value, dt) if known else loss
         directions = [g * rng.uniform(0.5, 1.5, g.shape) * support * rel]
-        if dt == np.float64:  # in float32 a Gaussian direction's signal drowns in rounding noise
-            # over every entry, and over the entries whose gradient is 0 alone: a rule that drops a
-            # contribution leaves zeros, which a direction weighted by the gradient never moves
+        # over the entries whose gradient is 0 alone: a rule that drops a contribution leaves zeros, which a direction
+        # weighted by the gradient never moves (float64: beside a Gaussian one over every entry, whose signal drowns
+        # in float32's rounding noise)
+        zero = (g == 0) & support
+        zero_v = rng.standard_normal(g.shape) * zero * rel if zero.any() and not zero.all() else None
+        if dt == np.float64:
             directions.append(rng.standard_normal(g.shape) * support * rel)
-            zero = (g == 0) & support
-            if zero.any() and not zero.all():
-                directions.append(rng.standard_normal(g.shape) * zero * rel)
-        if dt == np.float32:  # one direction, one step chosen by its resolution (check32)
-            v = directions[0] / max(float(np.sqrt(np.mean(directions[0] ** 2))), 1e-300)
+            directions += [zero_v] if zero_v is not None else []
+        if dt == np.float32:  # one direction, one step chosen by its resolution (check32), and the zeros'
             val = None if it.value is None or np.shape(it.value) != g.shape else np.asarray(it.value, np.float64)
-            r = check_direction(it.name, g, v, h0, f, L0, tol, val, R, known)
-            if r.pop("kinked", False):  # a kink measured and the gradient outside it: several kinks along v?
-                failed, parts, agreed = apart(v, lambda w: _judge32(it.name, g, w, h0, f, L0, tol, val, R, known), rng)
-                r = failed or {**r, "ok": None, "error": r["error"], "unresolved": _several_kinks(parts, agreed),
-                               "several_kinks": True}
+            r = check_float32(it.name, g, [directions[0]] + ([zero_v] if zero_v is not None else []),
+                              lambda w: check_direction(it.name, g, w, h0, f, L0, tol, val, R, known), rng)
             out[it.name] = {**r, "tolerance": tol, "precision": precision}
             _rounded_by(out[it.name], R, by, L0, eps)
             if progress is not None:
@@ -319,7 +191,7 @@ def check_gradients(items: list[CheckItem], loss: Callable[[str, np.ndarray], fl
         if flat:  # the loss did not move at all: its slope is 0 (or below the loss's rounding)
             out[it.name]["flat"] = True
         if kinks is not None and kinks[0] and ok is None:  # several kinks along a direction (``autodiff.kinks``)
-            out[it.name].update(unresolved=_several_kinks(*kinks[1:]), several_kinks=True)
+            out[it.name].update(unresolved=several_kinks(*kinks[1:]), several_kinks=True)
         if ok is None and swamped is not None and worst == float("inf"):
             out[it.name]["error"] = None
             out[it.name]["unresolved"] = (f"the loss's rounding ({dt.__name__}, |L| = {abs(L0):.3g}) swamps its change at "
@@ -347,18 +219,6 @@ def _apart64(name, g, v, h0, f, L0, dt, eps, tol, scale, R, known, rng, whole) -
     if failed is not None:
         return failed[:10] + (parts, agreed)
     return whole[:5] + (False,) + whole[6:9] + (True, parts, agreed)
-
-
-def _judge32(name, g, w, h0, f, L0, tol, val, R, known) -> tuple:
-    """``autodiff.kinks.apart``'s judge in float32: ``check32.check_direction`` along ``w``."""
-    r = check_direction(name, g, w / max(float(np.sqrt(np.mean(w * w))), 1e-300), h0, f, L0, tol, val, R, known)
-    return r["ok"], bool(r["kink"] or r.pop("kinked", False)), r
-
-
-def _several_kinks(parts: int, agreed: int) -> str:
-    return ("the loss has several kinks along the directions tried (ties, values at a bound: MaxPool over equal values, "
-            "Clip or Relu at the point), where one-sided differences bound no gradient; taken apart into "
-            f"{parts} parts, none disagrees away from the kinks ({agreed} agree there)")
 
 
 def _rounded_by(r: dict, R: float, by: str | None, L0: float, eps: float) -> None:

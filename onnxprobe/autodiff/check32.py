@@ -33,6 +33,8 @@ from typing import Callable
 
 import numpy as np
 
+from onnxprobe.autodiff.kinks import apart, several_kinks
+
 EPS = float(np.finfo(np.float32).eps)
 TINY = float(np.finfo(np.float32).smallest_subnormal)
 STEPS = (1.0, 0.3, 10.0, 3.0, 0.1, 30.0, 100.0, 0.03, 1000.0, 0.01)  # x h0 (1e-3 RMS), in the order tried
@@ -45,6 +47,36 @@ D1_SD = float(np.sqrt(0.5))  # sd of D(h) = (L(h v) - L(-h v)) / 2 h, sigma / h
 # the tolerance of it, so one wrong by more than 1.75 x the tolerance (8.75%) cannot
 RESOLVES = 0.75
 SIDE_SD = float(np.sqrt(4 ** 2 + 3 ** 2 + 1))  # sd of a one-sided extrapolated difference, sigma / h
+
+
+def check_float32(name: str, g: np.ndarray, directions: list[np.ndarray], along: Callable[[np.ndarray], dict],
+                  rng: np.random.Generator) -> dict:
+    """The float32 check of ``g``: ``along(v)`` (``check_direction`` at v of RMS 1) on the direction weighted by the
+    gradient, then, where it passes, on the entries whose gradient is 0 (``directions[1]``, if any: <g, v> = 0 there;
+    a rule that drops a contribution leaves zeros that the first never moves, and passed with half of a Conv's input
+    gradient zeroed). That one only ever FAILs (a slope measured where the gradient says none); a loss that does not
+    move there resolves nothing, and the first direction's verdict stands. A direction that fails at a kink is taken
+    apart (``autodiff.kinks``)."""
+    out = None
+    for k, v in enumerate(directions):
+        v = v / max(float(np.sqrt(np.mean(v * v))), 1e-300)
+        r = along(v)
+        if r.pop("kinked", False):  # a kink measured and the gradient outside it: several kinks along v?
+            failed, parts, agreed = apart(v, lambda w: _judged(along, w), rng)
+            r = failed or {**r, "ok": None, "unresolved": several_kinks(parts, agreed), "several_kinks": True}
+        if out is None:
+            out = r
+        elif r["ok"] is False:
+            out = {**r, "zeros": True}  # where the gradient is 0
+        if not out["ok"]:
+            break
+    return out
+
+
+def _judged(along, w: np.ndarray) -> tuple:
+    """``autodiff.kinks.apart``'s judge: ``along`` at ``w`` (made RMS 1)."""
+    r = along(w / max(float(np.sqrt(np.mean(w * w))), 1e-300))
+    return r["ok"], bool(r["kink"] or r.pop("kinked", False)), r
 
 
 def check_direction(name: str, g: np.ndarray, v: np.ndarray, h0: float, loss: Callable[[str, np.ndarray], float],

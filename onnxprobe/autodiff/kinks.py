@@ -45,3 +45,10 @@ def apart(v: np.ndarray, judge: Callable[[np.ndarray], tuple[bool | None, bool, 
         elif ok is False and part.size > 1:
             stack += [part[part.size // 2:], part[:part.size // 2]]
     return None, tried, agreed
+
+
+def several_kinks(parts: int, agreed: int) -> str:
+    """Why a gradient taken apart gets no verdict."""
+    return ("the loss has several kinks along the directions tried (ties, values at a bound: MaxPool over equal values, "
+            "Clip or Relu at the point), where one-sided differences bound no gradient; taken apart into "
+            f"{parts} parts, none disagrees away from the kinks ({agreed} agree there)")
