@@ -161,3 +161,111 @@ def test_auto_where_the_found_cluster_is_gone(tmp_path, monkeypatch):
     r = _run("layers", sample_path("cnn"), "--inputs-dir", ds, "--ray-address", "auto", code=(1,))
     assert "--ray-address auto (" in r.stderr and ":1): nothing answers" in r.stderr  # the address auto stood for
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def _serve(reply):
+    """A TCP server on an ephemeral port of 127.0.0.1 that answers each connection with ``reply(data)`` (None: says
+    nothing and keeps it open); its address."""
+    import socket
+    import threading
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    held = []
+
+    def loop():
+        while True:
+            try:
+                c, _ = srv.accept()
+            except OSError:
+                return
+            c.settimeout(2)
+            try:
+                data = c.recv(64)
+            except OSError:
+                data = b""
+            out = reply(data)
+            if out is None:
+                held.append(c)
+                continue
+            c.sendall(out)
+            c.close()
+
+    threading.Thread(target=loop, daemon=True).start()
+    return f"127.0.0.1:{srv.getsockname()[1]}"
+
+
+def test_an_address_where_another_service_answers(tmp_path):
+    """A TCP connect alone let a web server's port through (the dashboard's 8265 given for the cluster's), and Ray
+    then retried it for minutes with its C++ log on stderr: what answers must answer HTTP/2 as Ray's gRPC does."""
+    ds = _folder(tmp_path / "ds", 1)
+    web = _serve(lambda data: b"HTTP/1.0 400 Bad request\r\n\r\n")
+    r = _run("layers", sample_path("cnn"), "--inputs-dir", ds, "--ray-address", web, code=(1,))
+    assert "is no Ray cluster" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    silent = _serve(lambda data: None)
+    r = _run("layers", sample_path("cnn"), "--inputs-dir", ds, "--ray-address", silent, code=(1,))
+    assert "does not answer as a Ray cluster would" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    r = _run("layers", sample_path("cnn"), "--inputs-dir", ds, "--ray-address", "http://x:1", code=(2,))
+    assert "expected auto, HOST:PORT or ray://HOST:PORT" in r.stderr
+
+
+def test_a_grpc_answer_is_taken_for_ray():
+    """The check lets through what answers HTTP/2's client preface with a SETTINGS frame (Ray's GCS and Ray Client
+    are gRPC servers), having read the preface."""
+    from onnxprobe.runtime.ray_pool import HTTP2_PREFACE, _reachable
+
+    seen = []
+    grpc = _serve(lambda data: (seen.append(data), bytes([0, 0, 0, 4, 0, 0, 0, 0, 0]))[1])
+    _reachable(grpc)
+    assert seen and HTTP2_PREFACE.startswith(seen[0][:24])
+
+
+def test_auto_is_given_to_ray_as_auto(monkeypatch):
+    """Ray reads a cluster's token (token authentication) for `auto` alone: the address `auto` stands for is checked,
+    and `auto` itself is what ray.init gets (the address given instead failed on such a cluster)."""
+    import ray
+
+    from onnxprobe.runtime import ray_pool
+
+    got = []
+    monkeypatch.setattr(ray_pool, "_resolved", lambda a: "127.0.0.1:6379")
+    monkeypatch.setattr(ray_pool, "_reachable", lambda a, given=None: None)
+    monkeypatch.setattr(ray, "init", lambda address=None, **kw: (got.append(address), (_ for _ in ()).throw(ConnectionError("no")))[0])
+    with pytest.raises(ray_pool.ExecutionError, match="Ray did not start"):
+        ray_pool._init(ray, ray_pool.RayOptions(address="auto"), None)
+    assert got == ["auto"]
+
+
+def test_a_local_run_writes_nothing_in_home_and_ends_on_sigterm_as_any_run(tmp_path):
+    """A private local cluster made a token and wrote it to ~/.ray/auth_token (Ray's default: token authentication);
+    its token is the run's own, in its temporary folder. SIGTERM during a Ray run printed Ray's crash report and exited
+    15 (its core worker's handler): the run ends as any run does, exit 143, nothing on stderr, nothing left running."""
+    import subprocess
+    import sys
+    import time
+
+    ds = _folder(tmp_path / "ds", 3)
+    home = tmp_path / "home"
+    home.mkdir()
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "HOME": str(home), "PYTHONPATH": root, "NO_COLOR": "1"}
+    for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH", "RAY_ADDRESS"):
+        env.pop(k, None)
+    cmd = [sys.executable, "-m", "onnxprobe", "layers", str(sample_path("cnn")), "--inputs-dir", str(ds), "--ray",
+           "--ray-workers", "1"]
+    p = subprocess.run(cmd + ["--json", str(tmp_path / "r.json")], capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert json.loads((tmp_path / "r.json").read_text())["executor"]["engine"] == "ray"
+    assert not (home / ".ray").exists(), sorted(os.listdir(home / ".ray"))
+    big = _folder(tmp_path / "big", 400)
+    proc = subprocess.Popen([*cmd[:-5], "--inputs-dir", str(big), "--ray", "--ray-workers", "1"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and not any("raylet" in c for c in _under(proc.pid).values()):
+        time.sleep(0.2)
+    time.sleep(3)  # the actors at work
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143 and "SIGTERM received" not in err, (proc.returncode, err)
+    assert not any("ray" in c.lower() for c in _under(proc.pid).values())

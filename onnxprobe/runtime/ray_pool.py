@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from onnxprobe.errors import ExecutionError, MissingExtra, UsageError, first_line, setting_error
+from onnxprobe.errors import ExecutionError, MissingExtra, UsageError, debug_enabled, first_line, setting_error
 
 ATTEMPTS = 3  # sends of one batch (Ray's own retry included in the first)
 WAIT_EXIT_S = 10.0  # how long the processes of a local cluster get to exit after ray.shutdown()
@@ -112,7 +112,7 @@ def check_address(address: str) -> tuple[str, int] | None:
         return None
     rest = address[len("ray://"):] if address.startswith("ray://") else address
     host, sep, port = rest.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+    if not sep or not host or "/" in host or not port.isdigit() or not 0 < int(port) < 65536:  # (http://h:1: no Ray scheme)
         raise setting_error(UsageError, ADDRESS, f"{address!r}: expected auto, HOST:PORT or ray://HOST:PORT")
     return host.strip("[]"), int(port)
 
@@ -136,16 +136,38 @@ def _resolved(address: str) -> str:
     return found
 
 
+HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])  # + an empty SETTINGS frame
+
+
 def _reachable(address: str, given: str | None = None) -> None:
+    """A Ray address that something answers as Ray does: a gRPC server (Ray's GCS, or Ray Client's), which answers
+    HTTP/2's client preface with a SETTINGS frame. A TCP connect alone let a port where another service listens (the
+    dashboard's 8265, any web server) through, and Ray then retried it for minutes, its C++ log on stderr. Not
+    checked with TLS on (RAY_USE_TLS: the preface would need a TLS handshake first)."""
     hp = check_address(address)
     if hp is None:
         return
+    said = address if given in (None, address) else f"{given} ({address})"
     try:
-        socket.create_connection(hp, timeout=3).close()
+        with socket.create_connection(hp, timeout=3) as sock:
+            if os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true"):
+                return
+            sock.sendall(HTTP2_PREFACE)
+            head = b""
+            while len(head) < 9:
+                got = sock.recv(9 - len(head))
+                if not got:
+                    break
+                head += got
+    except socket.timeout:
+        raise setting_error(ExecutionError, ADDRESS, f"{said}: something listens there but does not answer as a Ray "
+                            "cluster would (no reply in 3 s); give the address of its head (ray start prints it)") from None
     except OSError as e:
-        said = address if given in (None, address) else f"{given} ({address})"
         raise setting_error(ExecutionError, ADDRESS, f"{said}: nothing answers there ({e.strerror or type(e).__name__}); "
                             "start the cluster (ray start --head) or give its address") from None
+    if len(head) < 9 or head[3] != 4:  # no HTTP/2 SETTINGS frame: no gRPC server (an HTTP/1 server answers 400)
+        raise setting_error(ExecutionError, ADDRESS, f"{said}: what answers there is no Ray cluster (not Ray's gRPC); "
+                            "give the address of its head, HOST:6379 (ray start prints it), or ray://HOST:10001")
 
 
 def _descendants(pid: int) -> set[int]:
@@ -238,7 +260,7 @@ def ray_map(factory: Callable, batches: list, options: RayOptions, executor: Exe
     said = io.StringIO()  # Ray prints "(raylet) ..." lines to sys.stdout from a thread: keep them aside
     outer = sys.stdout
     try:
-        with contextlib.redirect_stdout(said):
+        with contextlib.redirect_stdout(said), _ray_environment(temp):
             workers = _init(ray, options, temp)
             actor = ray.remote(num_cpus=1, max_restarts=1, max_task_retries=1)(OnnxprobeWorker)
             actors = [actor.remote(factory) for _ in range(workers)]
@@ -266,7 +288,7 @@ def ray_map(factory: Callable, batches: list, options: RayOptions, executor: Exe
                     done(b, got)
             executor.run_seconds = time.perf_counter() - start - executor.startup_seconds
     finally:
-        with contextlib.redirect_stdout(said):
+        with contextlib.redirect_stdout(said), _quiet_stderr():
             with contextlib.suppress(Exception):
                 ray.shutdown()
         executor.messages = [ln for ln in said.getvalue().splitlines() if ln.strip()]
@@ -275,10 +297,32 @@ def ray_map(factory: Callable, batches: list, options: RayOptions, executor: Exe
             shutil.rmtree(temp, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def _quiet_stderr():
+    """File descriptor 2 sent to /dev/null while Ray shuts down: its C++ core worker writes there itself, and a run
+    cut short (Ctrl-C, SIGTERM) with batches still out got 15-30 lines of "task_manager.cc: Failed to push error to
+    driver" before its one line. Nothing of onnxprobe's is said meanwhile."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError, AttributeError):  # no descriptor 2 (a test's capture): nothing to quiet
+        yield
+        return
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(null)
+
+
 def _init(ray, options: RayOptions, temp: str | None) -> int:
     import logging  # here: only a Ray run needs it
 
     quiet = dict(log_to_driver=False, logging_level=logging.ERROR)
+    term = signal.getsignal(signal.SIGTERM)
     try:
         if options.address is None:
             n = options.workers or os.cpu_count() or 1
@@ -286,9 +330,73 @@ def _init(ray, options: RayOptions, temp: str | None) -> int:
             return n
         address = _resolved(options.address)
         _reachable(address, options.address)
-        ray.init(address=address, **quiet)
-    except (ConnectionError, RuntimeError, ValueError) as e:
-        raise ExecutionError(f"Ray did not start: {first_line(e)[:300]}") from None
+        # `auto` as given: Ray reads the cluster's token (~/.ray/auth_token) for `auto` alone, and the address it
+        # stands for, given instead, failed on a cluster with token authentication. Ray's retries of a cluster that
+        # refuses it write ~20 lines of its C++ log to stderr: off, the error says why (not with ONNXPROBE_DEBUG=1)
+        with contextlib.nullcontext() if debug_enabled() else _quiet_stderr():
+            ray.init(address="auto" if options.address == "auto" else address, **quiet)
+    except (ConnectionError, RuntimeError, ValueError, ray.exceptions.RayError) as e:  # (its AuthenticationError: a RayError)
+        raise ExecutionError(f"Ray did not start: {first_line(e)[:300]}{_auth_hint(options.address)}") from None
+    finally:
+        # Ray's core worker puts its own SIGTERM handler in place (a crash report, exit 15): ours back, so that
+        # SIGTERM ends a Ray run as any run (temporary files removed, exit 143)
+        if term is not None and signal.getsignal(signal.SIGTERM) is not term:
+            with contextlib.suppress(ValueError):  # (not the main thread: left as it is)
+                signal.signal(signal.SIGTERM, term)
     if options.workers:
         return options.workers
     return max(int(ray.cluster_resources().get("CPU", 1)), 1)
+
+
+def _auth_hint(address: str | None) -> str:
+    """Where a cluster's token may be what failed: an explicit address, which Ray gives no token of its own accord."""
+    if address in (None, "auto") or os.environ.get("RAY_AUTH_MODE", "").lower() == "token":
+        return ""
+    from pathlib import Path
+
+    if not (Path.home() / ".ray" / "auth_token").is_file() and not os.environ.get("RAY_AUTH_TOKEN"):
+        return ""
+    return ("; a cluster with token authentication (ray start turns it on where ~/.ray/auth_token exists) takes an "
+            "explicit address only with RAY_AUTH_MODE=token set (its token in ~/.ray/auth_token or RAY_AUTH_TOKEN); "
+            "--ray-address auto on its head reads the token itself")
+
+
+@contextlib.contextmanager
+def _ray_environment(temp: str | None):
+    """The environment of a private local cluster's run (``temp``: its folder; None: an existing cluster, left as it
+    is), put back after it: token authentication with a token of its own, in a file in that folder, which the
+    cluster's processes read (RAY_AUTH_TOKEN_PATH): Ray's default made one and wrote it to ~/.ray/auth_token, where
+    onnxprobe writes nothing. A setting of the user's own (RAY_AUTH_MODE, a token) is left alone."""
+    import secrets
+
+    keys = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
+    if temp is None or any(os.environ.get(k) for k in keys):
+        yield
+        return
+    token = os.path.join(temp, "auth_token")
+    with open(os.open(token, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
+        f.write(secrets.token_hex(32))
+    before = {k: os.environ.get(k) for k in keys}
+    os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=token)
+    _reread_auth()
+    try:
+        yield
+    finally:
+        for k, v in before.items():  # (Ray sets RAY_AUTH_MODE itself too)
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        _reread_auth()
+
+
+def _reread_auth() -> None:
+    """This process's Ray reads its authentication settings again (it keeps them from its import, and the driver then
+    offered the cluster no token): as Ray itself does where it turns token authentication on. A Ray without these
+    (no token authentication) has nothing to read."""
+    try:
+        from ray._raylet import AuthenticationTokenLoader, Config
+    except ImportError:
+        return
+    Config.initialize("")
+    AuthenticationTokenLoader.instance().reset_cache()
