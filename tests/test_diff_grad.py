@@ -173,6 +173,21 @@ def test_dynamic_quantization_pairs_what_has_a_gradient(qdir):
     assert any("no gradient for" in n and "DynamicQuantizeLinear" in n for n in res.notes), res.notes
 
 
+def test_a_qoperator_model_says_where_its_backward_pass_stops(qdir):
+    """A QOperator model's gradients stop at its integer ops (QLinearMatMul...), and its biases live inside them: B's
+    gradients without a counterpart said "no counterpart in A" alone, as if A lacked the layer, and no note named the
+    stops (grad alone names them). Each such reason and a note say where A's backward pass stops."""
+    a_path = quantize("mlp", "qoperator", qdir)
+    a = onnx.load(str(a_path))
+    integer_ops = {n.op_type for n in a.graph.node} & {"QLinearMatMul", "MatMulInteger", "QLinearConv", "QGemm"}
+    assert integer_ops, sorted({n.op_type for n in a.graph.node})
+    res = api.diff_grad(a_path, sample_path("mlp"), selection=api.Selection(all=True))
+    lone = [u for u in res.matching.unmatched_b if u.cause == "no-counterpart"]
+    assert lone and all("A's backward pass stops at" in u.reason for u in lone), [(u.obs.name, u.reason) for u in lone]
+    assert any(op in lone[0].reason for op in integer_ops)
+    assert any("the backward pass stops at" in n for n in res.notes), res.notes
+
+
 def test_wrt_keeps_only_those_gradients(tmp_path):
     res = api.diff_grad(_perturbed(tmp_path), sample_path("mlp"), api.GradSpec(wrt=("fc1.*",)),
                         selection=api.Selection(all=True))

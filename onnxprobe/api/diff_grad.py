@@ -162,8 +162,8 @@ def _compare(d: _GradDiff, selection: Selection | None, tolerance: Tolerance | N
     and per-tensor rules by gradient name, the gradients' default tolerance under the given one, folded, shared
     and transposed weights kept apart; each pair's reason said as a gradient's."""
     from onnxprobe.compare.grad_folding import explain_folded, folded_weights
-    from onnxprobe.compare.gradients import (both, grad_reason, nothing_selected, shared_weights, transposed_weights,
-                                             wrt_pairing)
+    from onnxprobe.compare.gradients import (both, explain_stopped, grad_reason, nothing_selected, shared_weights,
+                                             transposed_weights, wrt_pairing)
 
     side_a, side_b = d.sides
     a, b, feed = d.a.proto, d.b.proto, d.fs.values
@@ -183,6 +183,7 @@ def _compare(d: _GradDiff, selection: Selection | None, tolerance: Tolerance | N
                 reject=both(folded_weights(a, b), shared_weights(a, b), transposed_weights(a, b)))
     nothing_selected(res, selection or Selection(), (a, b))
     explain_folded(res.matching, a, b)
+    explain_stopped(res.matching, a, b)
     for r in res.results:
         r.pair.reason = grad_reason(r.pair)
     return res

@@ -31,7 +31,7 @@ from onnxprobe.graph.constants import constants
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.shapes import static_shape, value_types
 from onnxprobe.graph.walk import first_readers, slot_readers, walk
-from onnxprobe.match.engine import DIFFERENT_FUNCTION, NO_GRADIENT
+from onnxprobe.match.engine import DIFFERENT_FUNCTION, NO_COUNTERPART, NO_GRADIENT
 from onnxprobe.match.observe import FLOAT_TYPES, Observable, Observation, stem
 from onnxprobe.match.ops import VALUE_PRESERVING, canonical
 from onnxprobe.runtime.runners.base import Runner
@@ -88,11 +88,14 @@ def grad_side(label: str, model: Model, plan, runner: Runner, candidates: list[t
             hidden.setdefault(grad_name(stem(i.name)), f"an integer (quantized) weight in {role}: it has no gradient")
     # a note that gives advice (errors.said: a GradSpec to the API, --loss on the command line) keeps both wordings
     notes = [said(lambda say, w=w: f"{label}: {in_words(w, say)}") for w in plan.warnings if w not in model.warnings]
+    stops = gradient_stops(model.proto)
     if no_gradient:
-        stops = gradient_stops(model.proto)
         names = list(no_gradient.values())
         notes.append(f"{label}: no gradient for {len(names)} weight(s) ({', '.join(names[:3])}"
                      f"{' …' if len(names) > 3 else ''})" + (f": the gradient stops at {stops}" if stops else ""))
+    elif stops:  # integer weights (QLinearConv's), which are no candidates: the stops said all the same, as grad says them
+        notes.append(f"{label}: the backward pass stops at {stops} (integer and quantized ops pass no gradient back): "
+                     "what lies behind them gets none")
     once = OnceRunner(runner, [plan.loss.loss] + [o.probe for o in observables], plan.extra_feed)
     return Side(label, model, once if who is None else NamedRunner(once, who), Observation(observables, [], hidden), notes, hidden_cause=NO_GRADIENT,
                 hidden_causes=causes)
@@ -454,3 +457,19 @@ def nothing_selected(res, selection, models) -> None:
         raise UsageError(f"{why}: {'; '.join(said)}")
     raise ModelError(f"{why}: no gradient reaches {shown(rest) if rest else 'its tensors'} (the loss does not depend "
                      "on them, or only through integer values or ops without a gradient)")
+
+
+def explain_stopped(matching, a: onnx.ModelProto, b: onnx.ModelProto) -> None:
+    """A gradient of one model left without a counterpart where the other model's backward pass stops at ops that
+    pass no gradient (a QOperator model's QLinearConv, a dynamic one's DynamicQuantizeLinear): the reason says so, as
+    "no counterpart in A" alone read as if A lacked the layer (the bias of a Conv that A holds as int32 in its
+    QLinearConv)."""
+    for unmatched, other, model in ((matching.unmatched_b, "A", a), (matching.unmatched_a, "B", b)):
+        stops = gradient_stops(model) if any(u.cause == NO_COUNTERPART for u in unmatched) else ""
+        if not stops:
+            continue
+        ops = stops.split(", ")
+        short = ", ".join(ops[:2]) + (" …" if len(ops) > 2 else "")
+        for u in unmatched:
+            if u.cause == NO_COUNTERPART:
+                u.reason += f"; {other}'s backward pass stops at {short} (no gradient behind them)"
