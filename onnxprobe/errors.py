@@ -33,7 +33,18 @@ class WriteFailed(UsageError):
     """A file could not be written after its checks passed (a folder that takes no new file, a full disk): the
     message names the file first ("PATH: cannot write it (...); nothing written"). A type to catch (the debugger
     leads it with its command: ``session.commands.table.writing``; the command line with the flag:
-    ``writing_as``), not a message to reword."""
+    ``writing_as``), not a message to reword. Exit code 2 where the path was the problem (a read-only folder), 1
+    where the machine was (``cannot``: a full disk, an I/O error), as a stdout that takes nothing is."""
+
+    @classmethod
+    def cannot(cls, shown: str, e: OSError) -> "WriteFailed":
+        """The failure to write file ``shown`` (as the message names it) that ``e`` says."""
+        import errno
+
+        err = cls(f"{shown}: cannot write it ({e.strerror or e}); nothing written")
+        if getattr(e, "errno", None) in (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG):
+            err.exit_code = 1
+        return err
 
 
 class OutputRefused(WriteFailed):
@@ -52,7 +63,9 @@ def writing_as(lead: str):
     try:
         yield
     except WriteFailed as e:
-        raise WriteFailed(f"{lead} {e}") from None
+        led = WriteFailed(f"{lead} {e}")
+        led.exit_code = e.exit_code
+        raise led from None
 
 
 class ModelError(OnnxProbeError):

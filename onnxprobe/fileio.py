@@ -307,7 +307,7 @@ def write_file(path: str | os.PathLike, write: Callable[[BinaryIO], None]) -> No
                     write(buf)
                     f.write(buf.getbuffer())
     except OSError as e:
-        raise WriteFailed(f"{as_word(os.fspath(path))}: cannot write it ({e.strerror or e}); nothing written") from None
+        raise WriteFailed.cannot(as_word(os.fspath(path)), e) from None
 
 
 def check_output_path(out: str | os.PathLike, *, source: str | os.PathLike | None = None,

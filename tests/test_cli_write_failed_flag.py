@@ -68,3 +68,15 @@ def test_dataset_outputs_name_their_flag(tmp_path):
     r = runner.invoke(app, ["layers", MLP, "--inputs-dir", ds, "--json", str(shard)], env=ENV)
     assert r.exit_code == 0, r.output
     _fails_naming(["merge-stats", str(shard), "--json", "/proc/x.json"], "--json", "/proc/x.json")
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full on this system")
+@pytest.mark.parametrize("argv, flag", [(["layers", MLP], "--json"), (["grad", MLP], "--save-grads"),
+                                         (["mark", MLP, "--all"], "-o")])
+def test_a_full_disk_is_no_usage_error(argv, flag):
+    """/dev/full (a full disk) failed with exit code 2, a usage error, where `--json - > /dev/full` exits 1: the path
+    was right, the machine could not take it. The one line still names the flag."""
+    r = runner.invoke(app, [*argv, flag, "/dev/full"], env=ENV)
+    lines = [ln for ln in r.output.splitlines() if ln.startswith("onnxprobe: error:")]
+    assert r.exit_code == 1 and len(lines) == 1, r.output
+    assert "/dev/full: cannot write it (No space left on device)" in lines[0], lines[0]

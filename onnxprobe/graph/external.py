@@ -220,7 +220,7 @@ def write_model(
         size = o.stat().st_size + (data_path.stat().st_size if data_path else 0)
         return Written(o, data_path, size)
     except OSError as e:  # a read-only folder, a full disk...
-        raise WriteFailed(f"{as_word(os.fspath(o))}: cannot write it ({e.strerror or e}); nothing written") from e
+        raise WriteFailed.cannot(as_word(os.fspath(o)), e) from e
     finally:
         for p in tmp_paths:
             if p.exists():
@@ -251,7 +251,7 @@ def _write_in_place(model: onnx.ModelProto, o: Path, external: bool | None) -> W
         with open(o, "wb") as f:
             f.write(data)
     except OSError as e:
-        raise WriteFailed(f"{as_word(os.fspath(o))}: cannot write it ({e.strerror or e}); nothing written") from e
+        raise WriteFailed.cannot(as_word(os.fspath(o)), e) from e
     return Written(o, None, len(data))
 
 

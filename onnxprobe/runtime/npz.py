@@ -131,7 +131,7 @@ class NpzWriter:
             else:
                 self.zf = zipfile.ZipFile(self.tmp, "w", compression=zipfile.ZIP_STORED, allowZip64=True)
         except OSError as e:
-            raise WriteFailed(f"{as_word(os.fspath(path))}: cannot write it ({e.strerror or e}); nothing written") from None
+            raise WriteFailed.cannot(as_word(os.fspath(path)), e) from None
         self.names: dict[str, str] = {}  # tensor name -> entry
         self._files = {NAMES_ENTRY + ".npy"}  # the paths unzip writes, and the folders it makes for them
         self._folders: set[str] = set()
@@ -154,7 +154,7 @@ class NpzWriter:
             with self.zf.open(entry + ".npy", "w", force_zip64=True) as f:
                 np.lib.format.write_array(f, _no_objects(np.asanyarray(array), name, self.path), allow_pickle=False)
         except OSError as e:
-            raise WriteFailed(f"{as_word(os.fspath(self.path))}: cannot write it ({e.strerror or e}); nothing written") from None
+            raise WriteFailed.cannot(as_word(os.fspath(self.path)), e) from None
 
     def _taken(self, entry: str) -> bool:
         """Whether unzip would write ``entry``'s file where another entry's file or folder is, or needs a
@@ -181,7 +181,7 @@ class NpzWriter:
             self._out.__exit__(None, None, None)
         except OSError as e:
             self.abort()
-            raise WriteFailed(f"{as_word(os.fspath(self.path))}: cannot write it ({e.strerror or e}); nothing written") from None
+            raise WriteFailed.cannot(as_word(os.fspath(self.path)), e) from None
         except BaseException:  # a SIGTERM's SystemExit or a Ctrl-C while the zip closes: no hidden OUT.tmp left (the
             self.abort()       # process ends in os._exit, which never runs the atomic output's own clean-up)
             raise
