@@ -224,12 +224,13 @@ def refuse_inputs(path: str | os.PathLike, flag: str | None = None) -> None:
             f"{flag + ' ' if flag else ''}{shown}: is {what}; refusing to overwrite it, choose another output path")
 
 
-def output_target(path: str | os.PathLike) -> Path:
+def output_target(path: str | os.PathLike, about: str | None = None) -> Path:
     """The file a write to ``path`` lands in: a symbolic link is written through, never replaced by a file
     (renaming over ``path`` itself swapped the link for a regular file: ``--json /dev/stdout`` replaced the
     machine's /dev/stdout), so the file it leads to is the target. A link to this process's standard output
     or error that the shell redirected to a regular file is refused: rewriting that file would clobber what
-    the stream holds (``-`` writes to stdout where a flag takes it)."""
+    the stream holds (``-`` writes to stdout where a flag takes it: --json). ``about``: how the message names the path
+    (its flag and the path, as every bad flag value is said), else the path."""
     not_a_folder(path)
     target = Path(checked_path(path))
     if not target.is_symlink():
@@ -262,9 +263,10 @@ def output_target(path: str | os.PathLike) -> Path:
             from onnxprobe.errors import UsageError
             from onnxprobe.text import clean
 
-            raise UsageError(f"{clean(str(path))}: is this command's {name}, redirected to the file "
+            json_flag = bool(about) and about.startswith("--json ")
+            raise UsageError(f"{about or clean(str(path))}: is this command's {name}, redirected to the file "
                              f"{clean(os.path.realpath(target))}; writing it as a file would clobber what the stream "
-                             "holds: give '-' for stdout, or another file")
+                             "holds: give another file" + (" (or --json - for JSON on stdout)" if json_flag else ""))
     return Path(os.path.realpath(target))
 
 
@@ -337,4 +339,4 @@ def check_output_path(out: str | os.PathLike, *, source: str | os.PathLike | Non
     if source is not None and o.exists() and Path(source).exists() and (o.resolve() == Path(source).resolve()
                                                                        or same_file(o, source)):
         raise refused(f"{about}: is {source_is}; refusing to overwrite it, choose another output path")
-    return output_target(o)  # a link is written through, never replaced; one to a redirected stdout is refused
+    return output_target(o, about)  # a link is written through, never replaced; one to a redirected stdout is refused

@@ -51,12 +51,16 @@ def _cli(args, stdout) -> subprocess.CompletedProcess:
 def test_a_link_to_a_redirected_stdout_is_refused_and_stays_a_link(tmp_path):
     link = tmp_path / "mystdout"
     link.symlink_to("/proc/self/fd/1")
-    for args in (["layers", CNN, "--json", str(link)], ["mark", CNN, "-o", str(link), "--all"]):
+    # named by its flag, as every bad flag value is; '-' offered to --json alone, which takes it (mark's -o said "give
+    # '-' for stdout", which -o refuses)
+    for args, lead, dash in ((["layers", CNN, "--json", str(link)], "--json", True),
+                             (["mark", CNN, "-o", str(link), "--all"], "-o/--output", False)):
         with open(tmp_path / "out.txt", "w") as out:
             r = _cli(args, out)
         assert r.returncode == 2, r.stderr
         lines = r.stderr.strip().splitlines()
-        assert len(lines) == 1 and "standard output" in lines[0] and "'-'" in lines[0], r.stderr
+        assert len(lines) == 1 and "standard output" in lines[0] and ("--json -" in lines[0]) == dash, r.stderr
+        assert lines[0].startswith(f"onnxprobe: error: {lead} {link}: "), lines[0]
         assert _is_link(link) and os.readlink(link) == "/proc/self/fd/1"
 
 
