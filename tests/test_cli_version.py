@@ -44,3 +44,20 @@ def test_version_is_not_in_a_commands_help(name):
     """It stays the app's option: each command's help lists its own."""
     r = CliRunner().invoke(app, [name, "--help"], env={"COLUMNS": "200", "NO_COLOR": "1"})
     assert r.exit_code == 0 and "--version" not in r.stdout, r.stdout
+
+
+def test_an_unknown_flag_is_offered_visible_flags_only():
+    """click's "Possible options" of a mistyped flag offered the hidden --version (`mark --json`, `layers --verbose`)
+    and --help (`inspect --shape`): neither is what was meant. A real near miss is still offered."""
+    from typer.testing import CliRunner
+
+    from onnxprobe.cli.main import app
+
+    runner = CliRunner()
+    for argv, bad in ((["mark", "m.onnx", "-o", "x.onnx", "--json", "-"], "--json"), (["layers", "m.onnx", "--verbose"], "--verbose"),
+                      (["inspect", "m.onnx", "--shape", "x=1"], "--shape")):
+        r = runner.invoke(app, argv, env={"COLUMNS": "200", "NO_COLOR": "1"})
+        assert r.exit_code == 2 and f"No such option: {bad}" in r.output, r.output
+        assert "--version" not in r.output and "--help)" not in r.output.split("(see")[0], r.output
+    r = runner.invoke(app, ["layers", "m.onnx", "--shap", "x=1"], env={"COLUMNS": "200", "NO_COLOR": "1"})
+    assert "Possible options: --save, --shape" in r.output, r.output

@@ -41,6 +41,16 @@ def _devnull_id() -> tuple:
     return st.st_dev, st.st_ino, st.st_rdev
 
 
+def _visible_suggestions(e, ctx) -> None:
+    """click's "Possible options" of an unknown flag, without the hidden ones (a command's own --version) and --help,
+    which say nothing of what was meant: `mark --json -` was offered --version, `inspect --shape` --help."""
+    found = getattr(e, "possibilities", None)
+    if not found or ctx is None:
+        return
+    hidden = {o for p in ctx.command.get_params(ctx) if getattr(p, "hidden", False) for o in (*p.opts, *p.secondary_opts)}
+    e.possibilities = [o for o in found if o not in hidden and o != "--help"]
+
+
 def _sane_columns() -> None:
     """$COLUMNS as the tables read it (``report.console.env_width``), for the help's own Rich console too, which read
     it raw: 0 printed an empty help, 1 a column of box corners, 99999999 ran for minutes. One that is no width (0,
@@ -89,6 +99,7 @@ class _Group(TyperGroup):
             sys.exit(e.exit_code)
         except ClickException as e:
             ctx = getattr(e, "ctx", None)
+            _visible_suggestions(e, ctx)
             param = getattr(e, "param", None)  # BadParameter, MissingParameter: an argument named as the usage line does
             if getattr(param, "param_type_name", None) == "argument" and getattr(e, "param_hint", None) is None:
                 e.param_hint = f"'{argument_word(param)}'"
