@@ -82,3 +82,14 @@ def test_a_virtual_device_listing_no_device_is_a_usage_error(device):
 
     with pytest.raises(UsageError, match="device"):
         api.layers(sample_path("cnn"), runtime="openvino", config=api.RunConfig(device=device))
+
+
+@pytest.mark.parametrize("device", ["CPU.0", "cpu.1"])
+def test_an_index_on_the_cpu_is_a_usage_error_naming_the_device(device):
+    """OpenVINO's CPU plugin takes no device id: CPU.0 failed at compiling in OpenVINO's words alone ("CPU plugin
+    supports only '' as device id"), exit code 1, without naming --device."""
+    from onnxprobe.errors import UsageError
+
+    with pytest.raises(UsageError, match="takes no index") as e:
+        api.layers(sample_path("cnn"), runtime="openvino", config=api.RunConfig(device=device))
+    assert "device" in str(e.value) and device.upper() in str(e.value)

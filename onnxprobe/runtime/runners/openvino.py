@@ -187,6 +187,9 @@ class OpenVinoRunner(HostStatsRunner):
         if base in VIRTUAL_DEVICES - {"AUTO"} and not any(listed):  # AUTO alone chooses among all; the others need a list
             raise setting_error(UsageError, self.settings.device, f"{self.device}: OpenVINO's {base} runs on the devices "
                                 f"listed after it ({base}:GPU,CPU); it sees: {', '.join(reply['devices'])}")
+        if base == "CPU" and "." in self.device.split(":")[0]:  # (compiling said "CPU plugin supports only '' as device id")
+            raise setting_error(UsageError, self.settings.device, f"{self.device}: OpenVINO's CPU takes no index: give CPU "
+                                f"(it sees: {', '.join(reply['devices'])})")
         absent = [d for d in ([base] if base not in VIRTUAL_DEVICES else [d for d in listed if d]) if d not in have | VIRTUAL_DEVICES]
         if absent:
             which = f"{', '.join(absent)}; " if base in VIRTUAL_DEVICES else ""
