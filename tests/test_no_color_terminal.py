@@ -55,3 +55,27 @@ def test_no_color_help_is_plain(tmp_path):
     assert SGR.search(on_terminal(["mark", "--help"], tmp_path))
     plain = on_terminal(["mark", "--help"], tmp_path, NO_COLOR="1")
     assert "--output" in plain and not SGR.search(plain), repr(plain[:500])
+
+
+def test_a_dumb_terminal_keeps_its_width(tmp_path):
+    """TERM=dumb on a 60-column terminal: Rich takes a dumb terminal as 80 wide whatever it is, and the table ran
+    past the screen's edge; the table keeps to the terminal's width (or $COLUMNS), as on any other terminal."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from conftest import make_model
+
+    name = "t" * 150
+    m = make_model([helper.make_node("Relu", ["x"], [name], name="n" * 150), helper.make_node("Neg", [name], ["y"], name="neg")],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])])
+    onnx.save(m, tmp_path / "m.onnx")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ONNXPROBE_", "NO_COLOR", "FORCE_COLOR", "COLUMNS", "LINES"))}
+    env.update(TERM="dumb", ONNXPROBE_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=str(ROOT))
+    child = pexpect.spawn(sys.executable, ["-m", "onnxprobe", "layers", str(tmp_path / "m.onnx"), "--all"], encoding="utf-8",
+                          timeout=300, dimensions=(40, 60), env=env)
+    screen = child.read()
+    child.close()
+    lines = [ln.rstrip("\r") for ln in screen.split("\n") if ln.strip()]
+    assert any("neg" in ln for ln in lines), screen
+    assert max(len(ln) for ln in lines) <= 60, max(lines, key=len)

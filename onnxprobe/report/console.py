@@ -124,6 +124,13 @@ def stdout_console(wide: bool = False) -> Console:
         width = WIDE
     elif not sys.stdout.isatty():
         width = env_width()
+    elif os.environ.get("TERM", "").lower() in ("dumb", "unknown"):
+        # Rich takes such a terminal as 80 x 25 whatever it is, unless given both of its dimensions
+        try:
+            size = os.get_terminal_size(sys.stdout.fileno())
+            return SafeConsole(width=env_width(size.columns), height=size.lines, soft_wrap=False)
+        except (OSError, ValueError):
+            pass
     return SafeConsole(width=width, soft_wrap=False)
 
 
