@@ -44,6 +44,7 @@ def match(obs_a: list[Observable], obs_b: list[Observable], user_map: dict[str, 
     _align_structurally(st)
     _undo_contradicted(st)
     _say_refused(st)
+    _say_unpaired_branches(st)
     return _matching(st)
 
 
@@ -227,6 +228,31 @@ def _say_refused(st: MatchState) -> None:
         for k, reason in folded_elsewhere(obs, other_obs, paired, used | set(why), side).items():
             why[k] = reason
             folded.add(k)
+
+
+def _say_unpaired_branches(st: MatchState) -> None:
+    """Step 9: a tensor of an If branch whose If has no counterpart If in the other model, left with no reason of
+    its own, says why: tensors pair within one scope (a branch with the branch of the If its If is paired with, the
+    main graph with the main graph), so nothing of the other model is compared with it. "no counterpart in A" read as
+    if A lacked the layer (silero-vad's 16k model against its export that computes it inside an If on the sample
+    rate: the same weights, every Conv and LSTM unpaired)."""
+    lone: dict[str, list[str]] = {"A": [], "B": []}  # each model's unpaired If branches holding unpaired tensors
+    for obs, used, why, mine, other, paired in ((st.obs_a, st.used_a, st.why_a, "A", "B", set(st.if_map)),
+                                               (st.obs_b, st.used_b, st.why_b, "B", "A", set(st.if_map.values()))):
+        for k, o in enumerate(obs):
+            if k in used or k in why or not o.scope or o.scope.rsplit("/", 1)[0] in paired:
+                continue
+            why[k] = (f"in the If branch {o.scope} of {mine}, whose If has no counterpart If in {other}: tensors pair "
+                      f"within one scope, so none of {other}'s is compared with it (--map pairs two by name)")
+            lone[mine] += [o.scope] if o.scope not in lone[mine] else []
+    # and the other model's tensors outside such branches: their counterpart may lie inside one
+    for obs, used, why, other in ((st.obs_a, st.used_a, st.why_a, "B"), (st.obs_b, st.used_b, st.why_b, "A")):
+        if not lone[other]:
+            continue
+        shown = ", ".join(lone[other][:2]) + (" …" if len(lone[other]) > 2 else "")
+        for k, o in enumerate(obs):
+            if k not in used and k not in why:
+                why[k] = f"no counterpart in {other} outside its If branches that pair with nothing ({shown})"
 
 
 def _matching(st: MatchState) -> Matching:
