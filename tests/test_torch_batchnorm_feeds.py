@@ -78,3 +78,19 @@ def test_the_batchnorm_pairs_with_the_layer_that_feeds_it(tmp_path, kind, cls):
     assert "conv1" in unmatched and f" {into} " in unmatched["conv1"] + " ", unmatched
     if cls is OneBn:
         assert "conv2" in paired and "conv2" not in unmatched
+
+
+def test_inputs_as_a_dict_of_arrays(tmp_path):
+    """api.diff_torch and api.diff_grad_torch took inputs as an InputSpec only: a dict of arrays by input name, which
+    every other function takes, failed with "AttributeError: 'dict' object has no attribute 'seed'"."""
+    m, x = _built(OneBn)
+    path = tmp_path / "one.onnx"
+    _export(m, x, path, "legacy")
+    feed = {"x": x.numpy()}
+    res = api.diff_torch(path, m, inputs=feed)
+    assert res.verdict()[0] == "pass", res.verdict()
+    np = pytest.importorskip("numpy")
+    assert np.array_equal(res.feed["x"], feed["x"])  # the arrays given, not seeded ones
+    g = api.diff_grad_torch(path, m, inputs=feed)
+    assert g.verdict()[0] in ("pass", "fail"), g.verdict()
+    assert np.array_equal(g.feed["x"], feed["x"])

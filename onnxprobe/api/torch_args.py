@@ -10,7 +10,7 @@ import os
 
 import numpy as np
 
-from onnxprobe.api.inputs import TorchLike
+from onnxprobe.api.inputs import TorchLike, as_inputs
 from onnxprobe.errors import UsageError, setting_error, settings_error
 from onnxprobe.graph.model import Model, as_model
 from onnxprobe.runtime import feeds as _feeds
@@ -96,6 +96,7 @@ def prepare(a, module, example_args, inputs, config):
     place None, where some are not tensors (a float the exporter baked into the graph): torch's forward
     gets those as given, and the feeds in the tensors' places (None when every argument is a tensor)."""
     a_model = as_model(a)
+    inputs = as_inputs(inputs)  # a dict of arrays by input name, as every other function takes it
     # onnxruntime's device (A's runs, the export's): CUDA not usable here is said before the module is built
     check_usable("ort", (config or RunConfig()).device)
     mod, args = torch_module(module)
