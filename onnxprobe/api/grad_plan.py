@@ -35,7 +35,7 @@ from onnxprobe.graph.shapes import infer_shapes, static_shape, value_types, with
 from onnxprobe.graph.upgrade import upgraded_copy
 from onnxprobe.graph.walk import walk
 from onnxprobe.runtime import feeds as _feeds
-from onnxprobe.runtime.arrays import read_array
+from onnxprobe.runtime.arrays import as_array, read_array
 from onnxprobe.runtime.runners.ort import OrtRunner
 from onnxprobe.text import as_word
 from onnxprobe.types import InputSpec, RunConfig
@@ -112,7 +112,7 @@ def _array(value, flag: tuple[str, str]) -> np.ndarray | None:
     where it is no file)."""
     if value is None or isinstance(value, np.ndarray):
         return value
-    return read_array(value, flag) if isinstance(value, (str, os.PathLike)) else np.asarray(value)
+    return read_array(value, flag) if isinstance(value, (str, os.PathLike)) else as_array(value, f"GradSpec {flag[0]}")
 
 
 def _check_loss_flags(loss: str, target, labels, output_grad) -> str:

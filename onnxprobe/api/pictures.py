@@ -14,6 +14,7 @@ from onnxprobe.graph.explorer_ids import ExplorerIds
 from onnxprobe.graph.explorer_ids import explorer_ids as graph_explorer_ids
 from onnxprobe.graph.model import Model
 from onnxprobe.runtime import feeds as _feeds
+from onnxprobe.runtime.arrays import as_array
 from onnxprobe.runtime.budget import default_budget, plan_chunks
 from onnxprobe.stats.histogram import binned, difference, histogram_bins
 from onnxprobe.types import InputSpec, ProbeResult, RunConfig
@@ -153,7 +154,7 @@ def explorer_ids(model: ModelLike) -> ExplorerIds:
 
 def histogram_of(values: np.ndarray, bins: int = BINS) -> dict:
     """{"values": ``stats.histogram.binned`` counts} of one array, as the report histograms take them."""
-    a = np.asarray(values) if isinstance(values, (np.ndarray, list, tuple)) else None  # a bare number is no array
+    a = as_array(values, "values") if isinstance(values, (np.ndarray, list, tuple)) else None  # a bare number is no array
     if a is None or a.dtype.kind not in "biuf":
         raise UsageError(f"values: expected an array of numbers (a numpy array, list or tuple), got {what_came(values)}")
     return {"values": binned(a, _bins(bins))}

@@ -21,6 +21,16 @@ from onnxprobe.graph.tensor_data import to_array
 from onnxprobe.text import clean, clip, human_bytes, quote
 
 
+def as_array(value, what: str) -> np.ndarray:
+    """``np.asarray(value)``, or one UsageError naming ``what`` where numpy makes no array of it (a ragged nested
+    list: numpy's own "setting an array element with a sequence" reached the user bare)."""
+    try:
+        return np.asarray(value)
+    except (ValueError, TypeError) as e:
+        raise UsageError(f"{what}: not an array (numpy: {first_line(e).split('. ')[0][:100]}); give a numpy array, or "
+                         "a nested list whose rows are all of one length") from None
+
+
 def available_memory() -> int:
     """Bytes of memory available now (MemAvailable on Linux; 8 GiB where that cannot be read)."""
     try:

@@ -23,7 +23,7 @@ from onnxprobe.graph.shapes import static_shape
 from onnxprobe.graph.summary import TypeInfo, type_info
 from onnxprobe.graph.walk import unread_inputs
 from onnxprobe.runtime.random_inputs import RANDOM_CHUNK, random_array  # noqa: F401 (re-exported)
-from onnxprobe.runtime.arrays import Position, by_position, check_fits, literal, literal_as, read_array
+from onnxprobe.runtime.arrays import Position, as_array, by_position, check_fits, literal, literal_as, read_array
 from onnxprobe.text import clean, quote, some
 from onnxprobe.types import InputSpec, array_text, named_dim
 
@@ -380,7 +380,7 @@ def given_values(specs: list[ModelInput], spec: InputSpec, weights: frozenset[st
             by_name[name].check_fed()
     given: dict[str, tuple[np.ndarray, str]] = {}
     for name, value in spec.arrays.items():
-        given[name] = (np.asarray(value), f"from {spec.arrays_from}")
+        given[name] = (as_array(value, f"input {quote(name)} ({clean(spec.arrays_from)})"), f"from {spec.arrays_from}")
     for name, path in spec.files.items():
         if name in given:
             raise settings_error(UsageError, lambda say: f"input {clean(name)}: given both by {say(ARRAYS)} and by {say(FILES)}; give it once")
