@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 import numpy as np
 import onnx
 
-from onnxprobe.api.inputs import ModelLike, as_config, as_model, as_names, checked_feed
+from onnxprobe.api.inputs import ModelLike, as_config, as_model, as_names, checked_feed, what_came
 from onnxprobe.errors import UsageError
 from onnxprobe.graph.extents import tensor_nbytes
 from onnxprobe.graph.index import GraphIndex
@@ -113,7 +113,11 @@ def where(rows: ProbeResult | Iterable[tuple[TensorRef, TensorStats | None]], co
     elif rows is None or isinstance(rows, (str, bytes, dict)) or not hasattr(rows, "__iter__"):
         raise UsageError(f"rows: expected a result of api.layers or its rows() ((TensorRef, TensorStats) pairs), "
                          f"got {type(rows).__name__}")
-    for ref, st in rows:
+    for row in rows:
+        if not (isinstance(row, tuple) and len(row) == 2 and (row[1] is None or isinstance(row[1], TensorStats))):
+            raise UsageError(f"rows: expected a result of api.layers or its rows() ((TensorRef, TensorStats) pairs), got an "
+                             f"item {what_came(row)}")
+        ref, st = row
         if cond.holds(st):
             return ref, st
     return None

@@ -45,6 +45,17 @@ class Condition:
     op: str = ">"
     value: float = 0.0
 
+    def __post_init__(self) -> None:
+        # checked when made, as every settings object is (one built directly, not by parse_condition, reached
+        # api.where unchecked: AttributeError, KeyError, TypeError from deep inside)
+        if not isinstance(self.stat, str) or self.stat not in STATS + ("nonfinite",):
+            raise UsageError(f"Condition stat={as_word(str(self.stat))}: choose one of {', '.join(STATS)}, nonfinite")
+        if self.op not in OPS:
+            raise UsageError(f"Condition op={as_word(str(self.op))}: choose one of {', '.join(OPS)}")
+        if isinstance(self.value, bool) or not isinstance(self.value, (int, float)) or math.isnan(self.value):
+            raise UsageError(f"Condition value={as_word(repr(self.value))[:40]}: expected a number")
+        object.__setattr__(self, "value", float(self.value))
+
     def holds(self, s: TensorStats | None) -> bool:
         if s is None:
             return False
