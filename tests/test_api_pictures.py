@@ -252,3 +252,13 @@ def test_text_of_merged_shards_is_what_merge_stats_prints(tmp_path, kind):
     mine = api.text(api.merge_stats([shard]), width=80)
     strip = lambda t: [ln for ln in t.splitlines() if ln.strip()]  # noqa: E731
     assert strip(mine) == strip(r.stdout) and len(strip(mine)) > 3
+
+
+def test_a_grad_result_without_its_model_names_the_function_asked():
+    """api.netron of a grad result without its model said "... (api.overlay(result, model))": each names itself."""
+    from onnxprobe.errors import UsageError
+
+    r = api.grad(sample_path("mlp"))
+    for fn, name in ((api.netron, "netron"), (api.overlay, "overlay")):
+        with pytest.raises(UsageError, match=rf"the {name} of a grad result .*api\.{name}\(result, model\)"):
+            fn(r)

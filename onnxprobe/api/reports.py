@@ -158,10 +158,10 @@ def html(result: Result, path: str | os.PathLike | None = None, *, histograms: d
     return page
 
 
-def _model_of(result, kind: str, model):
+def _model_of(result, kind: str, model, what: str = "overlay"):
     """The ModelProto a result's report is about: ``model`` (a Model, path or ModelProto) when given, else the
     result's own (layers: the probed model's original; diff: model A); a grad result holds its model with
-    the loss added, so it takes ``model``."""
+    the loss added, so it takes ``model``. ``what``: the api function asking (the overlay's or netron's)."""
     from onnxprobe.api.inputs import proto_of
 
     if model is not None:
@@ -170,7 +170,7 @@ def _model_of(result, kind: str, model):
         return result.plan.base if result.plan.base is not None else result.plan.model
     if kind == "diff":
         return result.a.model.proto
-    raise UsageError("model: the overlay of a grad result needs the model it is about (api.overlay(result, model))")
+    raise UsageError(f"model: the {what} of a grad result needs the model it is about (api.{what}(result, model))")
 
 
 def _about(proto, kind: str, d: dict, model) -> None:
@@ -217,7 +217,7 @@ def netron(result: Result, model: ModelLike | None = None, *, sort: str = "topo"
     from onnxprobe.report import overlay as pictures
 
     kind = _kind(result, "netron")
-    proto, d = _model_of(result, kind, model), _dict(result, sort)
+    proto, d = _model_of(result, kind, model, "netron"), _dict(result, sort)
     if model is not None:
         _about(proto, kind, d, model)
     return pictures.netron_attachment(kind, d, proto)
