@@ -210,6 +210,12 @@ def _undo_contradicted(st: MatchState) -> None:
         pass
     while st.unpair_structural(st.other_integers):
         pass
+    # pairs by name whose reads are all paired, with other tensors (one exporter, two lines of forward() swapped:
+    # the names follow the order, not the function); what reads the pairs that stand is paired again, crosswise
+    if st.unpair_structural(st.crossed_reads, strategy="name"):
+        _same_inputs(st)
+        align(st.obs_a, st.obs_b, st.used_a, st.used_b, st.structural, list(st.made), st.like)
+        _same_inputs(st)
 
 
 def _say_refused(st: MatchState) -> None:

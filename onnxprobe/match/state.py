@@ -125,6 +125,19 @@ class MatchState:
             return False
         return not any(s is not None and not self.up_a(i, s) for s in to_a)
 
+    def crossed_reads(self, i: int, j: int) -> tuple[str, str] | None:
+        """Why A's ``i`` and B's ``j`` are other functions of the data though one name: everything each reads is paired,
+        and with other tensors than the other reads (two lines of forward() swapped: '/Relu_output_0' of branch a in A,
+        of branch b in B, each Gemm before it paired with its own namesake). None where nothing says so."""
+        obs_a, obs_b, a_to_b, b_to_a = self.obs_a, self.obs_b, self.a_to_b, self.b_to_a
+        read_a = [s for s in obs_a[i].sources if s.startswith("input:") or s in self.data_a]
+        read_b = [t for t in obs_b[j].sources if t.startswith("input:") or t in self.data_b]
+        to_b = [(s if s in self.inputs_b else None) if s.startswith("input:") else a_to_b.get(s) for s in read_a]
+        to_a = [(t if t in self.inputs_a else None) if t.startswith("input:") else b_to_a.get(t) for t in read_b]
+        if read_a and read_b and None not in to_b and None not in to_a and set(to_b) != set(read_b):
+            return ("reads other tensors than it",) * 2
+        return None
+
     def other_reads(self, i: int, j: int) -> tuple[str, str] | None:
         """``OtherReads`` by ``reads_alike``."""
         return None if self.reads_alike(i, j) else ("reads other tensors than it",) * 2
@@ -164,19 +177,19 @@ class MatchState:
         self.b_to_a.pop(p.b.name, None)
         return p, i, j
 
-    def unpair_structural(self, other_reads: OtherReads) -> bool:
-        """Unpair the structural pairs whose tensors, by what they read, are other functions of the data (as
-        ``other_reads`` now tells: why, for each side); True when any was."""
+    def unpair_structural(self, other_reads: OtherReads, strategy: str = "structural") -> bool:
+        """Unpair the pairs made by ``strategy`` whose tensors, by what they read, are other functions of the data
+        (as ``other_reads`` now tells: why, for each side); True when any was."""
         bad = [(k, why) for k, (p, (i, j)) in enumerate(zip(self.pairs, self.made))
-               if p.strategy == "structural" and (why := other_reads(i, j))]
+               if p.strategy == strategy and (why := other_reads(i, j))]
         for k, why in reversed(bad):
             p, i, j = self.unpair(k)
             if isinstance(why[0], Unknown) or isinstance(why[1], Unknown):  # not shown to be one function, nor other
-                self.why_a[i], self.why_b[j] = f"structural candidate {p.b.name} in B: {why[0]}", f"structural candidate {p.a.name} in A: {why[1]}"
+                self.why_a[i], self.why_b[j] = f"{strategy} candidate {p.b.name} in B: {why[0]}", f"{strategy} candidate {p.a.name} in A: {why[1]}"
                 continue
             # each why says what this tensor does (its subject), not the candidate
-            self.why_a[i] = f"structural candidate {p.b.name} in B: it {why[0]} (another function of the data)"
-            self.why_b[j] = f"structural candidate {p.a.name} in A: it {why[1]} (another function of the data)"
+            self.why_a[i] = f"{strategy} candidate {p.b.name} in B: it {why[0]} (another function of the data)"
+            self.why_b[j] = f"{strategy} candidate {p.a.name} in A: it {why[1]} (another function of the data)"
             self.other_a.add(i)
             self.other_b.add(j)
         return bool(bad)
