@@ -61,6 +61,32 @@ def attributes(node: onnx.NodeProto) -> tuple:
     return tuple(sorted((k, str(v)) for k, v in got.items()))
 
 
+# attributes that make another function of one op where both nodes set them (not the spellings of one setting that
+# exporters write apart: pads / auto_pad, kernel_shape, an axis counted from either end), and the constant integer
+# operand that does (a Gather's indices)
+SETTINGS = {"perm", "alpha", "beta", "dilations", "strides", "group", "lambd", "blocksize", "mode", "direction"}
+INDEXED = {"Gather": 1, "GatherElements": 1, "GatherND": 1}
+
+
+def settings_of(node: onnx.NodeProto, ints: dict[str, str]) -> tuple:
+    """``Observable.settings`` of a float tensor written by ``node``: its SETTINGS as set, and the digest of the
+    constant integer operand INDEXED names."""
+    got = [(a.name, str(onnx.helper.get_attribute_value(a))) for a in node.attribute if a.name in SETTINGS and a.type in _PLAIN]
+    k = INDEXED.get(node.op_type)
+    if k is not None and len(node.input) > k and node.input[k] in ints:
+        got.append((f"input {k}", ints[node.input[k]]))
+    return tuple(sorted(got))
+
+
+def other_settings(a, b) -> bool:
+    """Whether float tensors ``a`` and ``b`` of one op are written with another setting that both set (crossed
+    parallel branches that differ only there: two Transposes of other perms, LeakyRelus of other slopes)."""
+    if a.op_type != b.op_type or not a.settings or not b.settings:
+        return False
+    sa, sb = dict(a.settings), dict(b.settings)
+    return any(sa[k] != sb[k] for k in sa.keys() & sb.keys())
+
+
 def slots_of(node: onnx.NodeProto, const: set[str], ints: dict[str, str], upstream) -> tuple:
     """``Observable.slots`` of an integer tensor written by ``node`` (``upstream(t)``: its sources)."""
     return tuple(("",) if not i else ("k", ints.get(i, "?")) if i in const else ("t", tuple(sorted(upstream(i))))

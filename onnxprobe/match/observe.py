@@ -85,6 +85,9 @@ class Observable:
     # an integer tensor's node: what each of its inputs is, and its attributes (``match.integers``)
     slots: tuple = ()
     attrs: tuple = ()
+    # a float tensor's node: the settings that make another function of one op (a Transpose's perm, a LeakyRelu's
+    # alpha, a Conv's dilations, a Gather's constant indices), as set there (``match.integers.settings_of``)
+    settings: tuple = ()
     values: tuple | None = None  # its values, where shape ops compute them (``match.integers.symbolic``)
     elem_type: int = 0  # its onnx element type (0: not known): booleans are no function of what integers are
     # the node that computes its value, as listings name it: a QDQ value's float node, a dequantized QOperator

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from onnxprobe.match.integers import attributes, slots_of, symbolic
+from onnxprobe.match.integers import attributes, settings_of, slots_of, symbolic
 from onnxprobe.match.ops import VALUE_PRESERVING, computing
 from onnxprobe.match.weights import Weight, packed_weight
 
@@ -84,6 +84,8 @@ def with_sources(obs: list, producer: dict, const: set[str], inputs: set[str],
             digest, sizes, samples = weights(layer_of(o, n))
             o = replace(o, sources=tuple(sorted(src)), data=o.name in floats, weights=digest, weight_sizes=sizes,
                         weight_samples=samples, writer=computing(o.name, producer, lambda site: site.node).name)
+            if o.data:  # what makes another function of one op (``match.integers.settings_of``)
+                o = replace(o, settings=settings_of(n, ints or {}))
             if not o.data and o.kind == "float":  # an integer tensor: its node's operands (``match.integers``)
                 o = replace(o, slots=slots_of(n, const, ints or {}, upstream) or (("",),), attrs=attributes(n),
                             values=values_of(o.name))

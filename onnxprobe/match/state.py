@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from onnxprobe.match.folds import node_words, tail_folded
-from onnxprobe.match.integers import IntegerCheck, Unknown
+from onnxprobe.match.integers import IntegerCheck, Unknown, other_settings
 from onnxprobe.match.observe import Observable
 from onnxprobe.match.ops import canonical, function_op, one_function
 from onnxprobe.match.pairs import Pair, shape_words, shapes_agree
@@ -250,7 +250,7 @@ def alike(a: Observable, b: Observable, shared: set[str], a_scope=None) -> bool:
     relu_folded = (a.floor_zero and b.relu) or (b.floor_zero and a.relu)
     return (_same_function_op(a, b) and a.shape is not None and b.shape is not None
             and shapes_agree(a.shape, b.shape) and (a_scope(a.scope) if a_scope else a.scope) == b.scope and not relu_folded
-            and not contradicts(a, b, shared))
+            and not contradicts(a, b, shared) and not other_settings(a, b))
 
 
 def _same_function_op(a: Observable, b: Observable) -> bool:
