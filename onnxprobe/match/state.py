@@ -105,18 +105,29 @@ class MatchState:
         """``alike`` with the weights both models hold and B's names for A's If-branch scopes."""
         return alike(x, y, self.shared, self.a_scope)
 
+    def _reads(self, i: int, j: int) -> tuple[list, list, list, list]:
+        """(what A's ``i`` reads, what B's ``j`` reads, the former as B's tensors paired with them, the latter as A's):
+        data tensors and graph inputs ("input:NAME"); None where one is not paired."""
+        read_a = [s for s in self.obs_a[i].sources if s.startswith("input:") or s in self.data_a]
+        read_b = [t for t in self.obs_b[j].sources if t.startswith("input:") or t in self.data_b]
+        to_b = [(s if s in self.inputs_b else None) if s.startswith("input:") else self.a_to_b.get(s) for s in read_a]
+        to_a = [(t if t in self.inputs_a else None) if t.startswith("input:") else self.b_to_a.get(t) for t in read_b]
+        return read_a, read_b, to_b, to_a
+
+    @staticmethod
+    def _crossed(read_a: list, read_b: list, to_b: list, to_a: list) -> bool:
+        """Everything both read is paired, and with other tensors than the other reads (x * (1 + erf) against
+        0.5 * (1 + erf))."""
+        return bool(read_a and read_b and None not in to_b and None not in to_a and set(to_b) != set(read_b))
+
     def reads_alike(self, i: int, j: int) -> bool:
         """No contradiction between what the two nodes read (``Observable.sources``) and what the other
         is computed from: a tensor one reads is paired with one that is nowhere upstream of the other
         (Shape of a Reshape's output against Shape of the attention mask). Unpaired sources tell
         nothing; a pair computed in another order (x * a * 0.5 against x * (0.5 * a)) reads alike."""
-        obs_a, obs_b, a_to_b, b_to_a = self.obs_a, self.obs_b, self.a_to_b, self.b_to_a
-        read_a = [s for s in obs_a[i].sources if s.startswith("input:") or s in self.data_a]
-        read_b = [t for t in obs_b[j].sources if t.startswith("input:") or t in self.data_b]
-        to_b = [(s if s in self.inputs_b else None) if s.startswith("input:") else a_to_b.get(s) for s in read_a]
-        to_a = [(t if t in self.inputs_a else None) if t.startswith("input:") else b_to_a.get(t) for t in read_b]
-        # everything both read is paired: they must read the same (x * (1 + erf) against 0.5 * (1 + erf))
-        if read_a and read_b and None not in to_b and None not in to_a and set(to_b) != set(read_b):
+        obs_a, obs_b = self.obs_a, self.obs_b
+        read_a, read_b, to_b, to_a = self._reads(i, j)
+        if self._crossed(read_a, read_b, to_b, to_a):
             return False
         if any(t is not None and not self.up_b(j, t) for t in to_b):
             return False
@@ -129,14 +140,7 @@ class MatchState:
         """Why A's ``i`` and B's ``j`` are other functions of the data though one name: everything each reads is paired,
         and with other tensors than the other reads (two lines of forward() swapped: '/Relu_output_0' of branch a in A,
         of branch b in B, each Gemm before it paired with its own namesake). None where nothing says so."""
-        obs_a, obs_b, a_to_b, b_to_a = self.obs_a, self.obs_b, self.a_to_b, self.b_to_a
-        read_a = [s for s in obs_a[i].sources if s.startswith("input:") or s in self.data_a]
-        read_b = [t for t in obs_b[j].sources if t.startswith("input:") or t in self.data_b]
-        to_b = [(s if s in self.inputs_b else None) if s.startswith("input:") else a_to_b.get(s) for s in read_a]
-        to_a = [(t if t in self.inputs_a else None) if t.startswith("input:") else b_to_a.get(t) for t in read_b]
-        if read_a and read_b and None not in to_b and None not in to_a and set(to_b) != set(read_b):
-            return ("reads other tensors than it",) * 2
-        return None
+        return ("reads other tensors than it",) * 2 if self._crossed(*self._reads(i, j)) else None
 
     def other_reads(self, i: int, j: int) -> tuple[str, str] | None:
         """``OtherReads`` by ``reads_alike``."""
