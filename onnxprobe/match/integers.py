@@ -64,14 +64,18 @@ def attributes(node: onnx.NodeProto) -> tuple:
 # attributes that make another function of one op where both nodes set them (not the spellings of one setting that
 # exporters write apart: pads / auto_pad, kernel_shape, an axis counted from either end), and the constant integer
 # operand that does (a Gather's indices)
-SETTINGS = {"perm", "alpha", "beta", "dilations", "strides", "group", "lambd", "blocksize", "mode", "direction"}
+SETTINGS = {"perm", "alpha", "beta", "dilations", "strides", "group", "lambd", "blocksize", "mode", "direction", "activation"}
 INDEXED = {"Gather": 1, "GatherElements": 1, "GatherND": 1}
+FUSED = {"FusedConv", "FusedGemm"}  # onnxruntime's: with an 'activation', the output is that activation's
 
 
 def settings_of(node: onnx.NodeProto, ints: dict[str, str]) -> tuple:
     """``Observable.settings`` of a float tensor written by ``node``: its SETTINGS as set, and the digest of the
     constant integer operand INDEXED names."""
-    got = [(a.name, str(onnx.helper.get_attribute_value(a))) for a in node.attribute if a.name in SETTINGS and a.type in _PLAIN]
+    def word(v) -> str:
+        return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
+
+    got = [(a.name, word(onnx.helper.get_attribute_value(a))) for a in node.attribute if a.name in SETTINGS and a.type in _PLAIN]
     k = INDEXED.get(node.op_type)
     if k is not None and len(node.input) > k and node.input[k] in ints:
         got.append((f"input {k}", ints[node.input[k]]))
@@ -81,6 +85,9 @@ def settings_of(node: onnx.NodeProto, ints: dict[str, str]) -> tuple:
 def other_settings(a, b) -> bool:
     """Whether float tensors ``a`` and ``b`` of one op are written with another setting that both set (crossed
     parallel branches that differ only there: two Transposes of other perms, LeakyRelus of other slopes)."""
+    fused = [dict(o.settings).get("activation") if o.op_type in FUSED else None for o in (a, b)]
+    if (fused[0] is None) != (fused[1] is None):  # Relu(Gemm) against a Gemm: the activation's output is its partner
+        return True
     if a.op_type != b.op_type or not a.settings or not b.settings:
         return False
     sa, sb = dict(a.settings), dict(b.settings)

@@ -71,8 +71,10 @@ def _one_window(attrs: dict, shape: tuple) -> bool:
 
 def function_op(o) -> str:
     """The op an observable ``o``'s value is the output of, as matching tells two functions apart: the global
-    pool its reduce computes (``Observable.global_pool``), else its float op (``effective_op``, canonical)."""
-    return o.global_pool or canonical(o.effective_op)
+    pool its reduce computes (``Observable.global_pool``), the activation onnxruntime's FusedConv / FusedGemm takes
+    in (its 'activation' setting: Relu(Gemm) is a Relu's output), else its float op (``effective_op``, canonical)."""
+    act = dict(getattr(o, "settings", ())).get("activation") if o.op_type in ("FusedConv", "FusedGemm") else None
+    return o.global_pool or (canonical(act) if act else canonical(o.effective_op))
 
 
 def one_function(a, b) -> str:
