@@ -139,7 +139,10 @@ class MatchState:
     def crossed_reads(self, i: int, j: int) -> tuple[str, str] | None:
         """Why A's ``i`` and B's ``j`` are other functions of the data though one name: everything each reads is paired,
         and with other tensors than the other reads (two lines of forward() swapped: '/Relu_output_0' of branch a in A,
-        of branch b in B, each Gemm before it paired with its own namesake). None where nothing says so."""
+        of branch b in B, each Gemm before it paired with its own namesake). None where nothing says so, and for two
+        model outputs of one name, which always pair (what they compute is the question a diff answers)."""
+        if self.obs_a[i].is_output and self.obs_b[j].is_output:
+            return None
         return ("reads other tensors than it",) * 2 if self._crossed(*self._reads(i, j)) else None
 
     def other_reads(self, i: int, j: int) -> tuple[str, str] | None:
