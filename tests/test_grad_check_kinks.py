@@ -63,3 +63,19 @@ def test_a_gradient_wrong_away_from_the_kinks_still_fails(case, precision):
     wrong.flat[away[::2]] *= 1.5  # every other entry that takes a gradient: off by half of it
     r = _check(t, wrong, loss, precision)
     assert r["ok"] is False, r
+
+
+def test_a_narrow_kink_where_nothing_resolves_is_no_verdict(monkeypatch):
+    """A kink too narrow to explain a failure ({"kinked": True} from check32._kink) found where no step resolves the
+    slope returned a result without "ok", and taking it apart failed on it (KeyError, silero-vad's check, float32):
+    there is no FAIL there, and the result is the unresolved one."""
+    from onnxprobe.autodiff import check32
+
+    monkeypatch.setattr(check32, "_kink", lambda rows, an, tol: {"kinked": True})
+    rng = np.random.default_rng(0)
+    t = rng.standard_normal(50)
+    g = np.ones(50)
+    # a loss the float32 rounding swamps: 1e12 plus a slope of 1e-3, so that no step resolves it
+    loss = (lambda name, delta: float(np.float32(1e12) + np.float32(1e-3 * np.sum(t + delta))))
+    r = check_gradients([CheckItem("t", g, t, float(np.sqrt(np.mean(t * t))))], loss, "float32")["t"]
+    assert r["ok"] is None and r.get("unresolved"), r
