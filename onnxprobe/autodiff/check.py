@@ -21,7 +21,7 @@ from onnx import TensorProto, helper
 
 from onnxprobe.autodiff.check32 import check_direction, check_float32
 from onnxprobe.autodiff.float64_copy import to_float64  # noqa: F401 (the check's float64 copy, as callers import it)
-from onnxprobe.autodiff.kinks import apart, several_kinks
+from onnxprobe.autodiff.kinks import apart, several_kinks, unit
 from onnxprobe.autodiff.nested import rename
 from onnxprobe.graph.walk import toposort
 
@@ -170,7 +170,7 @@ def check_gradients(items: list[CheckItem], loss: Callable[[str, np.ndarray], fl
             continue
         worst, detail, settled, flat, swamped, hmin, kinks = 0.0, None, False, False, None, h0 / 1000, None
         for v in directions:
-            v = v / max(float(np.sqrt(np.mean(v * v))), 1e-300)
+            v = unit(v)
             best = _best_step(it.name, g, v, h0, f, L0, dt, eps, tol, scale, R, known)
             if best[9]:  # a kink measured and the gradient outside it: several kinks along v? Each part alone
                 best = _apart64(it.name, g, v, h0, f, L0, dt, eps, tol, scale, R, known, rng, best)
@@ -211,7 +211,7 @@ def _apart64(name, g, v, h0, f, L0, dt, eps, tol, scale, R, known, rng, whole) -
     that agreed away from the kinks): the failing part's answer where one fails away from the kinks, else
     ``whole`` (v's own) unsettled: no verdict."""
     def judge(w):
-        b = _best_step(name, g, w / max(float(np.sqrt(np.mean(w * w))), 1e-300), h0, f, L0, dt, eps, tol, scale, R, known)
+        b = _best_step(name, g, unit(w), h0, f, L0, dt, eps, tol, scale, R, known)
         ok = True if b[0] <= tol else (False if b[5] or b[9] else None)
         return (ok if b[7] else None), b[4] or b[9], b
 

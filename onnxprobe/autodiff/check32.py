@@ -33,7 +33,7 @@ from typing import Callable
 
 import numpy as np
 
-from onnxprobe.autodiff.kinks import apart, several_kinks
+from onnxprobe.autodiff.kinks import apart, several_kinks, unit
 
 EPS = float(np.finfo(np.float32).eps)
 TINY = float(np.finfo(np.float32).smallest_subnormal)
@@ -58,8 +58,7 @@ def check_float32(name: str, g: np.ndarray, directions: list[np.ndarray], along:
     move there resolves nothing, and the first direction's verdict stands. A direction that fails at a kink is taken
     apart (``autodiff.kinks``)."""
     out = None
-    for k, v in enumerate(directions):
-        v = v / max(float(np.sqrt(np.mean(v * v))), 1e-300)
+    for v in map(unit, directions):
         r = along(v)
         if r.pop("kinked", False):  # a kink measured and the gradient outside it: several kinks along v?
             failed, parts, agreed = apart(v, lambda w: _judged(along, w), rng)
@@ -75,7 +74,7 @@ def check_float32(name: str, g: np.ndarray, directions: list[np.ndarray], along:
 
 def _judged(along, w: np.ndarray) -> tuple:
     """``autodiff.kinks.apart``'s judge: ``along`` at ``w`` (made RMS 1)."""
-    r = along(w / max(float(np.sqrt(np.mean(w * w))), 1e-300))
+    r = along(unit(w))
     return r.get("ok"), bool(r.get("kink") or r.pop("kinked", False)), r
 
 

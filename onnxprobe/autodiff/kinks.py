@@ -22,6 +22,11 @@ import numpy as np
 BUDGET = 24  # parts checked at most, for one direction (each a few runs of the model per step tried)
 
 
+def unit(v: np.ndarray) -> np.ndarray:
+    """``v`` scaled to RMS 1, as the check's directions are (one of zeros stays zeros)."""
+    return v / max(float(np.sqrt(np.mean(v * v))), 1e-300)
+
+
 def apart(v: np.ndarray, judge: Callable[[np.ndarray], tuple[bool | None, bool, object]],
           rng: np.random.Generator) -> tuple[object | None, int, int]:
     """(the failing part's detail or None, parts checked, parts that agreed with no kink) for direction ``v`` taken
