@@ -37,7 +37,7 @@ from onnxprobe.match.ops import VALUE_PRESERVING, canonical
 from onnxprobe.runtime.runners.base import Runner
 from onnxprobe.runtime.runners.named import NamedRunner
 from onnxprobe.runtime.runners.once import OnceRunner
-from onnxprobe.text import matches
+from onnxprobe.text import matches, some
 from onnxprobe.types import element_count, forward_name, grad_name
 
 
@@ -468,8 +468,7 @@ def explain_stopped(matching, a: onnx.ModelProto, b: onnx.ModelProto) -> None:
         stops = gradient_stops(model) if any(u.cause == NO_COUNTERPART for u in unmatched) else ""
         if not stops:
             continue
-        ops = stops.split(", ")
-        short = ", ".join(ops[:2]) + (" …" if len(ops) > 2 else "")
+        short = some(stops.split(", "), 2, form=str)
         for u in unmatched:
             if u.cause == NO_COUNTERPART:
                 u.reason += f"; {other}'s backward pass stops at {short} (no gradient behind them)"

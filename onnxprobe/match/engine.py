@@ -27,6 +27,7 @@ from onnxprobe.match.pairs import Matching, Pair, Unmatched, shape_words, shapes
 from onnxprobe.match.refused import named_other, refuse
 from onnxprobe.match.state import MatchState, alike, shared_weights  # noqa: F401
 from onnxprobe.match.weights import near_weights
+from onnxprobe.text import some
 # matching's causes live in onnxprobe.types (report/ reads them in the JSON too); imported from here as well
 from onnxprobe.types import (COPY, DIFFERENT_FUNCTION, FOLDED, MAP, NO_COUNTERPART, NO_GRADIENT, NO_NUMBERS,  # noqa: F401
                              NOT_OBSERVABLE, OTHER_SHAPE, OTHER_VALUES)
@@ -255,7 +256,7 @@ def _say_unpaired_branches(st: MatchState) -> None:
     for obs, used, why, other in ((st.obs_a, st.used_a, st.why_a, "B"), (st.obs_b, st.used_b, st.why_b, "A")):
         if not lone[other]:
             continue
-        shown = ", ".join(lone[other][:2]) + (" …" if len(lone[other]) > 2 else "")
+        shown = some(lone[other], 2, form=str)
         for k, o in enumerate(obs):
             if k not in used and k not in why:
                 why[k] = f"no counterpart in {other} outside its If branches that pair with nothing ({shown})"

@@ -26,7 +26,7 @@ import numpy as np
 import onnx
 
 from onnxprobe.graph.constants import constant_arrays
-from onnxprobe.match.ops import canonical
+from onnxprobe.match.ops import canonical, fused_activation
 
 _INTS = (onnx.TensorProto.INT64, onnx.TensorProto.INT32, onnx.TensorProto.INT16, onnx.TensorProto.INT8,
          onnx.TensorProto.UINT8, onnx.TensorProto.BOOL)
@@ -66,7 +66,6 @@ def attributes(node: onnx.NodeProto) -> tuple:
 # operand that does (a Gather's indices)
 SETTINGS = {"perm", "alpha", "beta", "dilations", "strides", "group", "lambd", "blocksize", "mode", "direction", "activation"}
 INDEXED = {"Gather": 1, "GatherElements": 1, "GatherND": 1}
-FUSED = {"FusedConv", "FusedGemm"}  # onnxruntime's: with an 'activation', the output is that activation's
 
 
 def settings_of(node: onnx.NodeProto, ints: dict[str, str]) -> tuple:
@@ -85,8 +84,7 @@ def settings_of(node: onnx.NodeProto, ints: dict[str, str]) -> tuple:
 def other_settings(a, b) -> bool:
     """Whether float tensors ``a`` and ``b`` of one op are written with another setting that both set (crossed
     parallel branches that differ only there: two Transposes of other perms, LeakyRelus of other slopes)."""
-    fused = [dict(o.settings).get("activation") if o.op_type in FUSED else None for o in (a, b)]
-    if (fused[0] is None) != (fused[1] is None):  # Relu(Gemm) against a Gemm: the activation's output is its partner
+    if (fused_activation(a) is None) != (fused_activation(b) is None):  # Relu(Gemm) against a Gemm: the activation's output is its partner
         return True
     if a.op_type != b.op_type or not a.settings or not b.settings:
         return False

@@ -69,11 +69,20 @@ def _one_window(attrs: dict, shape: tuple) -> bool:
             and all(d == 1 for d in (attrs["dilations"].ints if "dilations" in attrs else ())))
 
 
+FUSED = {"FusedConv", "FusedGemm"}  # onnxruntime's: with an 'activation', the output is that activation's
+
+
+def fused_activation(o) -> str | None:
+    """The activation onnxruntime's FusedConv / FusedGemm of observable ``o`` takes in (its 'activation' setting,
+    ``Observable.settings``), or None: the node's output is that activation's."""
+    return dict(getattr(o, "settings", ())).get("activation") if o.op_type in FUSED else None
+
+
 def function_op(o) -> str:
     """The op an observable ``o``'s value is the output of, as matching tells two functions apart: the global
     pool its reduce computes (``Observable.global_pool``), the activation onnxruntime's FusedConv / FusedGemm takes
     in (its 'activation' setting: Relu(Gemm) is a Relu's output), else its float op (``effective_op``, canonical)."""
-    act = dict(getattr(o, "settings", ())).get("activation") if o.op_type in ("FusedConv", "FusedGemm") else None
+    act = fused_activation(o)
     return o.global_pool or (canonical(act) if act else canonical(o.effective_op))
 
 
