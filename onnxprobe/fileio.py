@@ -224,6 +224,15 @@ def refuse_inputs(path: str | os.PathLike, flag: str | None = None) -> None:
             f"{flag + ' ' if flag else ''}{shown}: is {what}; refusing to overwrite it, choose another output path")
 
 
+def is_stream(st: os.stat_result, fd: int) -> bool:
+    """Whether the file ``st`` describes is this process's descriptor ``fd`` (1: stdout, 2: stderr) itself."""
+    try:
+        std = os.fstat(fd)
+    except (OSError, ValueError):
+        return False
+    return (st.st_dev, st.st_ino) == (std.st_dev, std.st_ino)
+
+
 def output_target(path: str | os.PathLike, about: str | None = None) -> Path:
     """The file a write to ``path`` lands in: a symbolic link is written through, never replaced by a file
     (renaming over ``path`` itself swapped the link for a regular file: ``--json /dev/stdout`` replaced the
@@ -255,11 +264,7 @@ def output_target(path: str | os.PathLike, about: str | None = None) -> Path:
     if not stat.S_ISREG(st.st_mode):
         return target  # a device or a pipe: written in place (``atomic_output``)
     for fd, name in ((1, "standard output"), (2, "standard error")):
-        try:
-            std = os.fstat(fd)
-        except OSError:
-            continue
-        if (st.st_dev, st.st_ino) == (std.st_dev, std.st_ino):
+        if is_stream(st, fd):
             from onnxprobe.errors import UsageError
             from onnxprobe.text import clean
 

@@ -47,11 +47,13 @@ def check_outputs(model: Path, *paths: Path | None, files: dict[str, Path | None
 
 def _is_stdout(p: Path) -> bool:
     """Whether ``p`` is this process's stdout (/dev/stdout, /proc/self/fd/1, the terminal's own device)."""
+    from onnxprobe.fileio import is_stream
+
     try:
-        st, out = os.stat(p), os.fstat(1)
+        st = os.stat(p)
     except (OSError, ValueError):
         return False
-    return (st.st_dev, st.st_ino) == (out.st_dev, out.st_ino)
+    return is_stream(st, 1)
 
 
 OUTPUT_FLAG = "-o/--output"  # mark's and extract's model to write, named as click names it
