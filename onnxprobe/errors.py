@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Mapping
 
-from onnxprobe.text import MAX_LINE, clean, clip
+from onnxprobe.text import MAX_LINE, clean, clip, some
 
 
 class OnnxProbeError(Exception):
@@ -90,13 +90,20 @@ class NoGradientRule(ModelError):
     """An op between the loss and a wanted tensor that has no gradient (rule). Its message is made from its
     parts, so that the If/Loop/Scan body it lies in can be named (``within``) without reading the text."""
 
-    def __init__(self, op: str, node: str, hint: str, needed: list[str], supported: list[str], where: str | None = None):
+    def __init__(self, op: str, node: str, hint: str, needed: list[str], supported: list[str], where: str | None = None,
+                 through: list[str] = ()):
         self.op, self.node, self.hint, self.needed, self.supported, self.where = op, node, hint, needed, supported, where
+        self.through = list(through)
         inside = f" (in {where})" if where else ""
+        # the wanted tensors whose gradient passes through it, and the node's inputs they reach it by (where
+        # those are other tensors: a body's node is reached through the outer tensors it reads)
+        between = some(needed or through)
+        if needed and set(through) - set(needed):
+            between += f" (through its input{'s' if len(through) > 1 else ''} {some(through)})"
 
         def say(voice: Voice) -> str:
             return (f"cannot differentiate op {op} at node {node!r} ({hint}){inside}; it lies between the loss and "
-                    f"{', '.join(repr(x) for x in needed)}. Use {voice(('wrt', '--wrt'))} to ask only for gradients that do "
+                    f"{between}. Use {voice(('wrt', '--wrt'))} to ask only for gradients that do "
                     f"not pass through it (onnxprobe has gradient rules for {len(supported)} ops: README, 'Gradient rules')")
 
         super().__init__(say(Voice(cli=False)))
@@ -104,7 +111,7 @@ class NoGradientRule(ModelError):
 
     def within(self, where: str) -> "NoGradientRule":
         """The same error, saying which body the node lies in."""
-        return NoGradientRule(self.op, self.node, self.hint, self.needed, self.supported, where)
+        return NoGradientRule(self.op, self.node, self.hint, self.needed, self.supported, where, self.through)
 
 
 class ExecutionError(OnnxProbeError):

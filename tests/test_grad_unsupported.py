@@ -63,6 +63,27 @@ def test_an_op_without_a_rule_stops_with_its_name_and_place(where, nodes, tmp_pa
     assert where in msg
 
 
+def test_the_message_names_the_wanted_tensor_not_the_ops_input(tmp_path, det_without_rule):
+    """--wrt w through x*w -> Det named the Det's input 'xw', a tensor the user never asked for, and told them
+    to use --wrt, which they had: the wanted tensor leads, the input it reaches the op by follows."""
+    w = onnx.numpy_helper.from_array(np.eye(3, dtype=np.float32), "w")
+    m = _model([helper.make_node("Mul", ["x", "w"], ["xw"]), helper.make_node("Det", ["xw"], ["d"], name="the_det"),
+                helper.make_node("Identity", ["d"], ["y"])])
+    m.graph.initializer.append(w)
+    p = tmp_path / "m.onnx"
+    onnx.save(m, p)
+    for wrt, said in [(("w",), "between the loss and 'w' (through its input 'xw')"),
+                      (("x", "w"), "between the loss and 'w', 'x' (through its input 'xw')"),  # weights first
+                      (("xw",), "between the loss and 'xw'. Use")]:
+        with pytest.raises(ModelError) as e:
+            api.grad_plan(api.load(p), api.GradSpec(wrt=wrt), feed={"x": np.ones((3, 3), np.float32)})
+        assert said in str(e.value), str(e.value)
+    from onnxprobe.autodiff.engine import attach_backward  # the engine's own refusal says the same
+    with pytest.raises(ModelError) as e:
+        attach_backward(m, {"y": "y"}, ["w"])
+    assert "between the loss and 'w' (through its input 'xw')" in str(e.value)
+
+
 def test_a_non_differentiable_op_on_the_way_says_so(tmp_path):
     m = _model([helper.make_node("Floor", ["x"], ["f"], name="floor"), helper.make_node("Mul", ["f", "x"], ["y"])])
     gp = _plan(m, tmp_path)  # Floor cuts its path; the gradient through Mul's other input is still exact

@@ -8,7 +8,8 @@ from __future__ import annotations
 import onnx
 
 from onnxprobe.autodiff import registry
-from onnxprobe.autodiff.engine import Engine, no_rule_error, on_the_way, requires_grad
+from onnxprobe.autodiff.engine import Engine, on_the_way, requires_grad
+from onnxprobe.autodiff.no_rule import no_rule_error
 from onnxprobe.graph.walk import node_display_name
 
 
@@ -20,9 +21,10 @@ def refuse_without_rule(model: onnx.ModelProto, outputs: list[str], wrt: list[st
         return
     eng = Engine(model)
     nodes = list(model.graph.node)
-    rg, slots = requires_grad(eng, nodes, [t for t in wrt if t in eng.names])
+    wrt = [t for t in wrt if t in eng.names]
+    rg, slots = requires_grad(eng, nodes, wrt)
     _, active = on_the_way(nodes, {o: o for o in outputs}, rg, slots)
     index = {id(n): k for k, n in enumerate(nodes)}
     for n in active:
         if registry.status(n.op_type, n.domain) != "rule":
-            raise no_rule_error(n, node_display_name(n, index[id(n)]), rg)
+            raise no_rule_error(n, node_display_name(n, index[id(n)]), rg, nodes, wrt)

@@ -28,7 +28,8 @@ from onnxprobe.autodiff import registry
 from onnxprobe.autodiff.blocked import blocked_tensors, partial_tensors
 from onnxprobe.autodiff.context import NodeGrad
 from onnxprobe.autodiff.nested import rename
-from onnxprobe.errors import ModelError, NoGradientRule, UnknownShape, UsageError
+from onnxprobe.autodiff.no_rule import no_rule_error
+from onnxprobe.errors import ModelError, UnknownShape, UsageError
 from onnxprobe.graph.builder import FLOAT_TYPES, GraphBuilder, all_names, default_opset
 from onnxprobe.graph.shapes import static_shape, value_types
 from onnxprobe.graph.tensor_data import to_array
@@ -259,7 +260,7 @@ def attach_backward(
     rg, slots = requires_grad(eng, nodes, wrt)
     reach, active = on_the_way(nodes, seeds, rg, slots)
     acc = _Gradients(eng, seeds)
-    stopped = _differentiate(eng, nodes, active, rg, reach, acc, unsupported)
+    stopped = _differentiate(eng, nodes, active, rg, reach, acc, unsupported, wrt)
     grads_out: dict[str, str] = {}
     unused: list[str] = []
     for t in wrt:
@@ -372,16 +373,8 @@ class _Gradients:
         return grads, every
 
 
-def no_rule_error(n: onnx.NodeProto, display: str, rg: set[str]) -> NoGradientRule:
-    """The error for node ``n`` on the way, which has no gradient rule (or no gradient)."""
-    st = registry.status(n.op_type, n.domain)
-    needed = [i for i in list(n.input) + implicit_inputs(n) if i in rg][:3]
-    hint = "it has no gradient" if st == "non-differentiable" else "no gradient rule for it"
-    return NoGradientRule(registry.key(n.op_type, n.domain), display, hint, needed, registry.supported_ops())
-
-
 def _differentiate(eng: Engine, nodes: list[onnx.NodeProto], active: list[onnx.NodeProto], rg: set[str],
-                   reach: set[str], acc: _Gradients, unsupported: str) -> list[str]:
+                   reach: set[str], acc: _Gradients, unsupported: str, wrt: list[str]) -> list[str]:
     """Run each active node's rule (reverse topological order), adding the gradients it emits to ``acc``.
     Returns the ops without a rule that stopped the gradient ("skip"), or raises for the first one."""
     index = {id(n): k for k, n in enumerate(nodes)}
@@ -394,7 +387,7 @@ def _differentiate(eng: Engine, nodes: list[onnx.NodeProto], active: list[onnx.N
             stopped.append(f"{op} {display}")
             continue
         if st != "rule":
-            raise no_rule_error(n, display, rg)
+            raise no_rule_error(n, display, rg, nodes, wrt)
         rule = registry.rule_of(n)
         dys = [acc.final(o) if (o and o in rg and o in reach) else None for o in n.output]
         if not any(dys):
