@@ -146,10 +146,17 @@ class CutLeaks(UsageError):
 
 
 class MissingExtra(UsageError):
-    """An optional dependency is not installed: the message names the extra to install."""
+    """An optional dependency is not installed: the message names the extra to install. ``what`` needs it: text,
+    or a setting (API parameter, flag) with the ``value`` it was given, said in each reader's words ("runtime
+    (--runtime) openvino" to the API, "--runtime openvino" on the command line)."""
 
-    def __init__(self, what: str, extra: str, module: str):
-        super().__init__(f"{what} needs {module}, which is not installed: pip install 'onnxprobe[{extra}]'")
+    def __init__(self, what: str | tuple[str, str], extra: str, module: str, value: str = ""):
+        def say(voice: Voice) -> str:
+            named = what if isinstance(what, str) else " ".join(filter(None, [voice(what), value]))
+            return f"{named} needs {module}, which is not installed: pip install 'onnxprobe[{extra}]'"
+
+        super().__init__(say(Voice(cli=False)))
+        self.cli_message = say(Voice(cli=True))
         self.extra = extra
 
 

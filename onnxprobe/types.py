@@ -369,11 +369,16 @@ class Selection:
     def is_default(self) -> bool:
         return not (self.ops or self.names or self.all)
 
-    def describe(self, canonical: bool = False) -> str:
+    def describe(self, canonical: bool = False, cli: bool = True) -> str:
         """The selection as its flags. ``canonical``: op types and globs sorted, as a dataset report records
         it: a union of matches does not depend on the order they were given in (``--op Relu --op Conv`` and
-        ``--op Conv,Relu`` on two workers are shards of one selection)."""
+        ``--op Conv,Relu`` on two workers are shards of one selection). ``cli=False``: as the API's fields
+        (``ops=('Conv',), all=True``), for a message to a caller of the API."""
         ops, names = (sorted(set(self.ops)), sorted(set(self.names))) if canonical else (self.ops, self.names)
+        if not cli:
+            fields = [f"ops={tuple(ops)!r}"] * bool(ops) + [f"names={tuple(names)!r}"] * bool(names)
+            fields += ["all=True"] * self.all + [f"range={self.range!r}"] * bool(self.range)
+            return ", ".join(fields) or "the default selection"
         parts = [f"--op {o}" for o in ops] + [f"--name {n}" for n in names]
         parts += ["--all"] if self.all else []
         parts += [f"--range {self.range}"] if self.range else []

@@ -256,6 +256,7 @@ def test_without_the_extra_the_error_names_it(monkeypatch):
         api.layers(sample_path("mlp"), runtime="openvino")
     r = invoke("diff", sample_path("mlp"), "--vs-runtime", "openvino")
     assert r.exit_code == 2 and "onnxprobe[openvino]" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert r.stderr.startswith("onnxprobe: error: --vs-runtime openvino needs openvino"), r.stderr
 
 
 def test_a_crash_of_openvino_is_one_error_and_the_next_run_works(tmp_path):

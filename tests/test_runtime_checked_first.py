@@ -35,11 +35,12 @@ def test_a_missing_runtime_is_refused_before_the_sides_are_observed(monkeypatch,
     monkeypatch.setitem(sys.modules, runtime, None)
     _no_long_work(monkeypatch)
     mlp = str(sample_path("mlp"))
-    with pytest.raises(MissingExtra, match=f"^--vs-runtime {runtime} needs {runtime}"):
+    # the API's words: the parameter, then its flag (the command line's message has the flag alone)
+    with pytest.raises(MissingExtra, match=rf"^vs_runtime \(--vs-runtime\) {runtime} needs {runtime}"):
         api.diff(mlp, vs_runtime=runtime)
-    with pytest.raises(MissingExtra, match=f"^--runtime {runtime} needs {runtime}"):
+    with pytest.raises(MissingExtra, match=rf"^runtime \(--runtime\) {runtime} needs {runtime}"):
         api.diff(mlp, runtime=runtime, vs_runtime="ort")
-    with pytest.raises(MissingExtra, match=f"^--runtime {runtime} needs {runtime}"):
+    with pytest.raises(MissingExtra, match=rf"^runtime \(--runtime\) {runtime} needs {runtime}"):
         api.diff(mlp, mlp, runtime=runtime)
 
 

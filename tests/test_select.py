@@ -146,9 +146,14 @@ def test_a_range_that_holds_only_weights_is_an_error_as_with_other_criteria():
               for i in range(3)]
     m = make_model(consts + [helper.make_node("Add", ["x", "k0"], ["a"], name="add"), helper.make_node("Relu", ["a"], ["y"], name="relu")],
                    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])])
-    for sel in (Selection(range="0:2"), Selection(all=True, range="0:2")):
-        with pytest.raises(UsageError, match="matches no tensor.*--include-constants"):
+    for sel, api_words in ((Selection(range="0:2"), "range='0:2'"), (Selection(all=True, range="0:2"), "all=True, range='0:2'")):
+        with pytest.raises(UsageError, match="matches no tensor.*--include-constants") as e:
             select(m, sel)
+        # to the API in its own words (the fields, the parameter then its flag); the command line's the flags
+        assert str(e.value).startswith(f"the selection ({api_words}) matches")
+        assert "unless include_constants (--include-constants)" in str(e.value)
+        assert e.value.cli_message.startswith(f"the selection ({sel.describe()}) matches")
+        assert e.value.cli_message.endswith("unless --include-constants)")
     assert [r.name for r in select(m, Selection(range="0:2", include_constants=True))] == ["k0", "k1", "k2"]
     assert [r.name for r in select(m, Selection(range="3:4"))] == ["a", "y"]
 

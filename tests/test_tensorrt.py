@@ -184,5 +184,5 @@ def test_without_tensorrt_the_reference_runtime_is_named_by_its_flag(monkeypatch
     monkeypatch.setitem(sys.modules, "tensorrt", None)
     r = CliRunner().invoke(app, ["diff", str(sample_path("mlp")), "--vs-runtime", "tensorrt"])
     assert r.exit_code == 2 and r.stderr.strip().startswith("onnxprobe: error: --vs-runtime tensorrt needs tensorrt"), r.stderr
-    with pytest.raises(MissingExtra, match="^--runtime tensorrt needs"):
+    with pytest.raises(MissingExtra, match=r"^runtime \(--runtime\) tensorrt needs"):
         api.layers(sample_path("mlp"), runtime="tensorrt")

@@ -27,7 +27,8 @@ import difflib
 
 import onnx
 
-from onnxprobe.errors import GLOB_QUOTES, LIST_NODES, LIST_OPS, ModelError, UsageError, error_about, hinted_setting_error, setting_error
+from onnxprobe.errors import (GLOB_QUOTES, LIST_NODES, LIST_OPS, ModelError, UsageError, error_about,
+                             hinted_setting_error, setting_error, settings_error)
 from onnxprobe.graph.ops import canonical
 from onnxprobe.graph.shapes import dtype_name, static_shape, value_types
 from onnxprobe.graph.walk import NodeSite, all_graphs, constant_tensors, first_readers, walk
@@ -279,8 +280,9 @@ def select(model: onnx.ModelProto, sel: Selection | None = None, *, sites: list[
 
 
 def _matches_nothing(sel: Selection, where: str) -> UsageError:
-    return UsageError(f"the selection ({sel.describe()}) matches no tensor in {where}"
-                      + ("" if sel.include_constants else " (weights are left out unless --include-constants)"))
+    return settings_error(UsageError, lambda say: (
+        f"the selection ({sel.describe(cli=say.cli)}) matches no tensor in {where}"
+        + ("" if sel.include_constants else f" (weights are left out unless {say(('include_constants', '--include-constants'))})")))
 
 
 def check_selects(a: onnx.ModelProto, b: onnx.ModelProto | None, sel: Selection) -> None:

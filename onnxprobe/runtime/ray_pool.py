@@ -102,7 +102,7 @@ def require_ray():
     try:
         import ray
     except ImportError:
-        raise MissingExtra("--ray", "ray", "Ray") from None
+        raise MissingExtra(("ray", "--ray"), "ray", "Ray") from None
     return ray
 
 

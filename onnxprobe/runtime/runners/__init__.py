@@ -54,7 +54,7 @@ def check_usable(runtime: str, device: str | None = None, settings: Settings = S
     if runtime == "openvino":
         from onnxprobe.runtime.runners.openvino import require_openvino
 
-        require_openvino(settings.runtime[1])
+        require_openvino(settings.runtime)
     elif runtime == "tensorrt":  # imported, and the GPU set: a TensorRT or GPU that does not work is said here too
         from onnxprobe.runtime.runners.tensorrt import usable
 

@@ -46,15 +46,15 @@ HARDWARE_DEVICES = {"CPU", "GPU", "NPU"}
 _keys = count()
 
 
-def require_openvino(flag: str = "--runtime") -> None:
-    """MissingExtra unless the openvino package can be imported (checked without importing it); ``flag``:
-    the one that asked for OpenVINO."""
+def require_openvino(setting: tuple[str, str] = Settings().runtime) -> None:
+    """MissingExtra unless the openvino package can be imported (checked without importing it); ``setting``:
+    the one that asked for OpenVINO (API parameter, flag)."""
     try:
         found = importlib.util.find_spec("openvino") is not None
     except (ImportError, ValueError):  # sys.modules["openvino"] = None: an import that fails
         found = False
     if not found:
-        raise MissingExtra(f"{flag} openvino", "openvino", "openvino")
+        raise MissingExtra(setting, "openvino", "openvino", "openvino")
 
 
 def resolve_device(device: str, what: tuple[str, str] = ("device", "--device")) -> str:
@@ -146,7 +146,7 @@ class OpenVinoRunner(HostStatsRunner):
     def __init__(self, model: onnx.ModelProto, config: RunConfig | None = None, label: str = "", *,
                  options: dict[str, str] | None = None, max_memory: int | None = None, shapes: dict | None = None,
                  settings: Settings = Settings()):
-        require_openvino(settings.runtime[1])
+        require_openvino(settings.runtime)
         super().__init__(model, config, label, max_memory=max_memory)
         self.shapes = dict(shapes or {})  # the feeds' shapes, when known before the first run
         self._dead = _dead_ends(model)

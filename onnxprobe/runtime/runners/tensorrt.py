@@ -39,15 +39,16 @@ MAX_ENGINES = 2
 MAX_SOURCES = 3  # models kept serialized: the runner's own and the derived graphs (cones) of one diff step
 
 
-def require_tensorrt(flag: str = "--runtime") -> None:
-    """MissingExtra unless tensorrt and cuda-python can be imported; ``flag``: the one that asked for TensorRT."""
+def require_tensorrt(setting: tuple[str, str] = Settings().runtime) -> None:
+    """MissingExtra unless tensorrt and cuda-python can be imported; ``setting``: the one that asked for TensorRT
+    (API parameter, flag)."""
     for module in ("tensorrt", "cuda"):
         try:
             found = importlib.util.find_spec(module) is not None
         except (ImportError, ValueError):
             found = False
         if not found:
-            raise MissingExtra(f"{flag} tensorrt", "tensorrt", "tensorrt and cuda-python" if module == "cuda" else module)
+            raise MissingExtra(setting, "tensorrt", "tensorrt and cuda-python" if module == "cuda" else module, "tensorrt")
 
 
 def usable(device: str | None, settings: Settings = Settings()):
@@ -57,7 +58,7 @@ def usable(device: str | None, settings: Settings = Settings()):
     (DeviceUnavailable). ``settings``: the flags that chose the runtime and the device."""
     from onnxprobe.runtime.runners.tensorrt_engine import Cuda, modules
 
-    require_tensorrt(settings.runtime[1])
+    require_tensorrt(settings.runtime)
     gpu = resolve_device(device, settings.device)
     try:  # installed, yet its libraries do not load (CUDA libraries of another version, a partial install)
         trt, cudart = modules()
@@ -91,7 +92,7 @@ class TensorRtRunner(HostStatsRunner):
 
     def __init__(self, model: onnx.ModelProto, config: RunConfig | None = None, label: str = "", *,
                  options: dict[str, str] | None = None, max_memory: int | None = None, settings: Settings = Settings()):
-        require_tensorrt(settings.runtime[1])
+        require_tensorrt(settings.runtime)
         super().__init__(model, config, label, max_memory=max_memory)
         self.gpu = resolve_device(self.config.device, settings.device)
         self.device = f"cuda:{self.gpu}"
