@@ -107,11 +107,12 @@ def as_word(s: object) -> str:
     return text if text and text.isprintable() and not any(c in text for c in " '\"\\") else quote(text)
 
 
-def some(names, shown: int = 3, form=repr) -> str:
-    """The first ``shown`` of ``names``, each in ``form``, and how many more: "'a', 'b', 'c' and 4 more"."""
+def some(names, shown: int = 3, form=repr, sep: str = ", ") -> str:
+    """The first ``shown`` of ``names``, each in ``form``, joined by ``sep``, and how many more: "'a', 'b', 'c'
+    and 4 more" (every list a message shows part of is said this one way)."""
     names = list(names)
     more = f" and {len(names) - shown} more" if len(names) > shown else ""
-    return ", ".join(form(n) for n in names[:shown]) + more
+    return sep.join(form(n) for n in names[:shown]) + more
 
 
 def clip(s: str, width: int = 120, count: int | None = None) -> str:

@@ -26,7 +26,7 @@ from onnxprobe.runtime.runners import check_options_type, make_runner
 from onnxprobe.runtime.ray_pool import Executor, RayOptions
 from onnxprobe.runtime.runners.base import GraphRunner
 from onnxprobe.stats.tensor_stats import TensorStats
-from onnxprobe.text import clip, controls
+from onnxprobe.text import clip, controls, some
 from onnxprobe.types import FeedsFrom, InputSpec, ProbePlan, ProbeResult, RunConfig, RunInfo, TensorRef
 
 LayersResult = ProbeResult  # what ``layers`` and ``run`` return: statistics per probed tensor
@@ -191,7 +191,7 @@ def _nothing_probed(selection: Selection, why: list[str]) -> None:
     the exit code 0 (QA: a model whose only output is a sequence). The model's doing for the default selection
     and --all (ModelError), the selection's for one that names them (UsageError)."""
     kind = ModelError if selection.is_default or selection.all else UsageError
-    shown = "; ".join(why[:3]) + (f"; and {len(why) - 3} more" if len(why) > 3 else "")
+    shown = some(why, form=str, sep="; ")
     raise kind(f"nothing to probe: {shown or 'no value selected is a tensor'}")
 
 

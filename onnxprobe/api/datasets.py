@@ -25,7 +25,7 @@ from onnxprobe.runtime.dataset import (INPUTS_DIR, INPUTS_FROM, Batch, dataset_b
                                        skipped_note)
 from onnxprobe.runtime.feeds import Feeds, ModelInput, feed_digest, make_feeds, model_inputs
 from onnxprobe.runtime.ray_pool import Executor, RayOptions, ray_map
-from onnxprobe.text import clean, clip
+from onnxprobe.text import clean, clip, some
 from onnxprobe.types import FeedsFrom, InputSpec
 
 
@@ -240,9 +240,9 @@ def _failed(failures: list[tuple[int, str, OnnxProbeError]], total: int, stopped
         labels = [clean(lb) for _, lb, _ in failures]
         reason = texts.pop()
         return settings_error(cls, lambda say: f"{head}, no result, each for the same reason: {clip(in_words(reason, say), 240)} "
-                              f"({', '.join(labels[:3])}{' …' if len(labels) > 3 else ''})")
+                              f"({some(labels, form=str)})")
     shown = len(failures) if len(failures) <= FAILURES_SHOWN + 1 else FAILURES_SHOWN  # never "and 1 more"
-    more = f"; and {len(failures) - shown} more ({', '.join(clean(lb) for _, lb, _ in failures[shown:shown + 3])}" \
-           f"{' …' if len(failures) > shown + 3 else ''})" if len(failures) > shown else ""
+    more = (f"; and {len(failures) - shown} more ({some((lb for _, lb, _ in failures[shown:]), form=clean)})"
+            if len(failures) > shown else "")
     return settings_error(cls, lambda say: f"{head}, no result: "
                           f"{'; '.join(clip(labelled(e, label, say), 240) for _, label, e in failures[:shown])}{more}")

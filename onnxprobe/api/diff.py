@@ -32,7 +32,7 @@ from onnxprobe.runtime.ort import check_opt_level, resolve_device
 from onnxprobe.runtime.runners import (check_options_used, check_runtime, check_usable, make_runner, options_for,
                                        on_cuda, ort_config, where)
 from onnxprobe.stats.metrics import Tolerance
-from onnxprobe.text import clean, controls, quote
+from onnxprobe.text import clean, controls, quote, some
 from onnxprobe.types import InputSpec, RunConfig, Settings
 
 VS_NPZ, FP32_SENSITIVITY = ("vs_npz", "--vs-npz"), ("fp32_sensitivity", "--fp32-sensitivity")  # as the API and the command line name them
@@ -404,7 +404,7 @@ def _unprobed_outputs(side_a: Side, side_b: Side, res, feeds: dict) -> list[str]
     if not shown:
         return []
     return ["exposing tensors keeps onnxruntime from fusing across them, so the probed runs are not the two opt levels as "
-            f"they run: the model outputs unprobed, {'; '.join(shown[:3])}" + (f" and {len(shown) - 3} more" if len(shown) > 3 else "")
+            f"they run: the model outputs unprobed, {some(shown, form=str, sep='; ')}"
             + " (the pairs locate differences between the levels' unfused kernels; a diff of the outputs alone, "
             "--name on them, keeps more fusions)"]
 

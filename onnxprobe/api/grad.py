@@ -132,7 +132,7 @@ class GradResult:
         why = [(f"{len(rounded)} taken through a straight-through estimator (at "
                 f"{straight_through.places(self.plan.rounded[n] for n in rounded)}): finite differences of rounded "
                 "values cannot check them")] if rounded else []
-        why += [f"not resolvable: {', '.join(loose[:3])}{' …' if len(loose) > 3 else ''}"] if loose else []
+        why += [f"not resolvable: {some(loose, form=str)}"] if loose else []
         return "; ".join(why)
 
     def verdict(self) -> tuple[str, str] | None:
@@ -142,8 +142,7 @@ class GradResult:
         if not self.check_asked:
             return None
         failed = self.failed_checks
-        failing = (f"{len(failed)} gradient(s) failed the finite-difference check: {', '.join(failed[:5])}"
-                   f"{' …' if len(failed) > 5 else ''}")
+        failing = f"{len(failed)} gradient(s) failed the finite-difference check: {some(failed, 5, str)}"
         constant = self.constant_loss
         if constant:  # said first, as diff --grad does: what was judged depends on the loss trivially (dL/dy = 1)
             noise = sum(1 for r in self.rows if r.unjudged)
@@ -373,25 +372,25 @@ def _fill_checks(gp: GradPlan, result: GradResult, checked: dict[str, dict], emp
     a loss flat along a failing one, straight-through estimators, gradients finite differences cannot resolve."""
     if empty:
         result.notes.append(f"not checked: {len(empty)} empty gradient(s), no element to compare "
-                            f"({', '.join(empty[:3])}{' ...' if len(empty) > 3 else ''})")
+                            f"({some(empty, form=str)})")
     for row in result.rows:
         if row.name in checked:
             row.check = checked[row.name]
     flat = [n for n, c in checked.items() if c["ok"] is False and c.get("flat")]
     if flat:
-        result.notes.append(f"the loss did not change at all along {len(flat)} failing gradient(s) ({', '.join(flat[:3])}"
-                            f"{' ...' if len(flat) > 3 else ''}), at any step: their true gradient is 0 (or below the "
+        result.notes.append(f"the loss did not change at all along {len(flat)} failing gradient(s) ({some(flat, form=str)}"
+                            "), at any step: their true gradient is 0 (or below the "
                             "loss's rounding); a nonzero one is rounding left by a cancellation (a Softmax of identical "
                             "logits: the output does not depend on them) or a wrong rule")
     rounded = [r.name for r in result.rows if r.check is not None and r.check.get("straight_through")]
     if rounded:
         result.notes.append(f"not checked: {len(rounded)} gradient(s) taken through a straight-through estimator (at "
                             f"{straight_through.places(gp.rounded[n] for n in rounded)}): finite differences of rounded values "
-                            f"cannot check them ({', '.join(rounded[:3])}{' ...' if len(rounded) > 3 else ''})")
+                            f"cannot check them ({some(rounded, form=str)})")
     loose = [n for n, c in checked.items() if c["ok"] is None]
     if loose:
         result.notes.append(f"cannot check {len(loose)} gradient(s), not resolvable by finite differences: "
-                            f"{', '.join(loose[:3])}{' ...' if len(loose) > 3 else ''} ({checked[loose[0]]['unresolved']})")
+                            f"{some(loose, form=str)} ({checked[loose[0]]['unresolved']})")
 
 
 def _shown_nonfinite(checked: dict[str, dict], result: GradResult, grads64: dict[str, np.ndarray] | None) -> None:
@@ -410,7 +409,7 @@ def _shown_nonfinite(checked: dict[str, dict], result: GradResult, grads64: dict
             bad.append(name)
     if bad:
         result.notes.append(f"{len(bad)} gradient(s) fail --check as shown: NaN or Inf in the model's precision where the "
-                            f"float64 gradient is finite (overflow): {', '.join(bad[:3])}{' ...' if len(bad) > 3 else ''}")
+                            f"float64 gradient is finite (overflow): {some(bad, form=str)}")
 
 
 def _weights_stopped(model: Model, gp: GradPlan, rows: list, selection: Selection | None, spec: GradSpec) -> list[str]:

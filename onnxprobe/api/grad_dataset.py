@@ -31,7 +31,7 @@ from onnxprobe.runtime.runners import check_usable
 from onnxprobe.runtime.runners.ort import OrtRunner
 from onnxprobe.stats.moments import Moments, exact_sum
 from onnxprobe.stats.tensor_stats import TensorStats
-from onnxprobe.text import as_word
+from onnxprobe.text import as_word, some
 from onnxprobe.types import FeedsFrom, RunConfig, RunInfo
 
 REDUCE = ("sum", "mean")
@@ -180,8 +180,8 @@ def grad_dataset(model: Model | str | os.PathLike, inputs: str | os.PathLike | N
                          "differentiate; give at least one sample")
     if acc["empty"]:
         labels = [lb for _, lb in sorted(acc["empty"])]
-        acc["notes"].append(f"{len(labels)} empty batch{'es' if len(labels) > 1 else ''} skipped ({', '.join(labels[:4])}"
-                            f"{' …' if len(labels) > 4 else ''}): an empty batch has no loss to differentiate (it adds 0 "
+        acc["notes"].append(f"{len(labels)} empty batch{'es' if len(labels) > 1 else ''} skipped ({some(labels, 4, str)}"
+                            "): an empty batch has no loss to differentiate (it adds 0 "
                             "to a summed loss) and is not counted among the samples")
     f = 1.0 / n if reduce == "mean" else 1.0
     rows, arrays = [], {}

@@ -37,7 +37,7 @@ from onnxprobe.graph.walk import walk
 from onnxprobe.runtime import feeds as _feeds
 from onnxprobe.runtime.arrays import as_array, read_array
 from onnxprobe.runtime.runners.ort import OrtRunner
-from onnxprobe.text import as_word
+from onnxprobe.text import as_word, some
 from onnxprobe.types import InputSpec, RunConfig
 
 # a GradSpec's target, labels or output gradient: an array, or the path of a .npy / .pb file
@@ -428,7 +428,7 @@ def _backward(p: _Planning, fwd: onnx.ModelProto, loss, tg: list, unsupported: s
     p.warnings.extend(bw.warnings)
     if bw.stopped:
         p.warnings.append(f"no gradient rule for {len(bw.stopped)} op(s) on the way, the gradient stops there: "
-                          f"{', '.join(bw.stopped[:3])}{' …' if len(bw.stopped) > 3 else ''}")
+                          f"{some(bw.stopped, form=str)}")
     return bw
 
 
@@ -441,21 +441,21 @@ def _no_gradient_warnings(p: _Planning, bw, names: list[str] | None) -> None:
     through = through_nondifferentiable(list(p.base.graph.node), free, output) if free and names is None else {}
     free = [t for t in free if t not in through]
     if through:  # the loss depends on them, piecewise constantly (ArgMax, Floor): not "does not depend"
-        shown = "; ".join(f"{t} (through {via})" for t, via in list(through.items())[:3])
+        shown = some(through.items(), form=lambda tv: f"{tv[0]} (through {tv[1]})", sep="; ")
         warnings.append(f"{len(through)} requested tensor(s) reach the loss only through ops without a gradient (piecewise "
-                        f"constant or integer results), so they get none: {shown}{' …' if len(through) > 3 else ''}")
+                        f"constant or integer results), so they get none: {shown}")
     if free and names is None:
-        shown = ", ".join(free[:3]) + (" …" if len(free) > 3 else "")
+        shown = some(free, form=str)
         warnings.append(f"the loss does not depend on {len(free)} of the requested tensor(s), which get no "
                         f"gradient: {shown}")
     if bw.integer and names is None:
-        shown = "; ".join(f"{t} (through {via})" for t, via in list(bw.integer.items())[:3])
+        shown = some(bw.integer.items(), form=lambda tv: f"{tv[0]} (through {tv[1]})", sep="; ")
         warnings.append(f"{len(bw.integer)} requested tensor(s) reach the loss only through integer values, which carry no "
-                        f"gradient: {shown}{' …' if len(bw.integer) > 3 else ''}")
+                        f"gradient: {shown}")
     if bw.blocked and names is None:
-        shown = "; ".join(f"{t}: at {where}" for t, where in list(bw.blocked.items())[:3])
+        shown = some(bw.blocked.items(), form=lambda tw: f"{tw[0]}: at {tw[1]}", sep="; ")
         warnings.append(f"{len(bw.blocked)} requested tensor(s) get no gradient: their way to the loss passes an op input "
-                        f"with no gradient rule ({shown}{' …' if len(bw.blocked) > 3 else ''})")
+                        f"with no gradient rule ({shown})")
 
 
 def _constant_loss(p: _Planning, tg: list, bw) -> tuple[str | None, tuple[str, ...], tuple[str, ...]]:

@@ -26,6 +26,7 @@ from onnxprobe.graph.summary import all_types, known, node_rows, sparse_declared
 from onnxprobe.runtime import compat
 from onnxprobe.runtime import feeds as _feeds
 from onnxprobe.runtime.runners.ort import OrtRunner
+from onnxprobe.text import some
 from onnxprobe.types import InputSpec, check_bool
 
 
@@ -158,7 +159,7 @@ def _observe_types(model: onnx.ModelProto, lazy, names: list[str], spec: InputSp
         how = " (their dimensions only where shape inference gives them)"
         notes.append(f"{len(types)} type(s) shape inference could not find were taken from a run on "
                      f"{'the given' if spec is not None and (spec.files or spec.arrays) else 'seeded random'} inputs{how}: "
-                     + ", ".join(list(types)[:5]) + (" ..." if len(types) > 5 else ""))
+                     + some(types, 5, str))
     return types, failed
 
 
@@ -245,7 +246,7 @@ def mark(
             model = without_outputs(model, set(failed))
             marked = [m for m in marked if m.output not in set(failed)]
             notes.append(f"{len(failed)} tensor(s) left out: neither shape inference nor the run (an If branch that did "
-                         "not run, or a failed run) tells their type: " + ", ".join(failed[:5]) + (" ..." if len(failed) > 5 else ""))
+                         "not run, or a failed run) tells their type: " + some(failed, 5, str))
     # a model output already (a sequence output too, which mark_pass leaves out unmarked) adds nothing
     outputs = {o.name for o in lazy.proto.graph.output} | {m.output for m in marked if not m.added}
     pending = [r for r in refs if r.name not in outputs]
@@ -270,7 +271,7 @@ def mark(
 
 def _why_not_added(not_marked: list, outputs: list[str]) -> str:
     """What each selected tensor that adds nothing is: a graph input, a weight, or a model output already."""
-    shown = (lambda names: ", ".join(names[:3]) + (" ..." if len(names) > 3 else ""))
+    shown = (lambda names: some(names, form=str))
     inputs = [r.name for r in not_marked if r.kind == "input"]
     weights = [r.name for r in not_marked if r.kind != "input"]
     parts = [f"{shown(names)} {'is' if len(names) == 1 else 'are'} {what}" for names, what in (
@@ -290,8 +291,8 @@ def _unfused(model: onnx.ModelProto, added: list[str]) -> list[str]:
     inside = [t for t in added if t in into_q or t in from_dq]
     if not inside:
         return []
-    return [f"{len(inside)} marked tensor(s) sit in the model's quantize/dequantize groups ({', '.join(inside[:3])}"
-            f"{' ...' if len(inside) > 3 else ''}): exposed, they stop onnxruntime fusing those groups into int8 kernels, "
+    return [f"{len(inside)} marked tensor(s) sit in the model's quantize/dequantize groups ({some(inside, form=str)}"
+            "): exposed, they stop onnxruntime fusing those groups into int8 kernels, "
             "so the marked model computes as the QDQ graph is written (its outputs can differ from the original's "
             "as onnxruntime runs it optimised)"]
 
@@ -346,8 +347,7 @@ def extract(
     if loosened:
         types.update(loosened)
         notes.append(f"{len(loosened)} declared shape(s) of the cut fix a dimension the model's inputs leave free or "
-                     f"size otherwise (a stale export): written as the inputs give them, {', '.join(map(repr, list(loosened)[:3]))}"
-                     + (" ..." if len(loosened) > 3 else ""))
+                     f"size otherwise (a stale export): written as the inputs give them, {some(loosened)}")
     need = [n for n in boundary if not known(types.get(n))]
     found: dict[str, onnx.TypeProto] = {}
     if need and not set(need) & set(c.inputs):
@@ -363,7 +363,7 @@ def extract(
             why = (f"the run to see it failed: {run_failed}" if run_failed else
                    "the run on these inputs did not give it (an If branch that did not run, an empty value: give inputs "
                    "with --input/--shape)")
-            raise ModelError(f"cannot find the type of {', '.join(repr(n) for n in left[:5])}: shape inference does not "
+            raise ModelError(f"cannot find the type of {some(left, 5)}: shape inference does not "
                              f"know it and {why}")
     types.update(found)
     del inferred

@@ -22,7 +22,7 @@ from onnxprobe.graph.select import Selection, check_criteria, node_positions, pa
 from onnxprobe.graph.shapes import dtype_name, static_shape, value_types
 from onnxprobe.graph.tensor_data import to_array
 from onnxprobe.graph.walk import all_graphs, first_readers, implicit_inputs, subgraphs, walk
-from onnxprobe.text import matches, one_glob_each
+from onnxprobe.text import matches, one_glob_each, some
 from onnxprobe.types import TensorRef, element_count
 
 
@@ -186,7 +186,7 @@ def _none_differentiable(sel: Selection, acts: list[TensorRef], types: dict, w: 
     body = [r for r in acts if r.scope]
     why = []
     if ints:
-        shown = ", ".join(f"{r.name!r} ({r.dtype or 'not float'})" for r in ints[:3]) + (" …" if len(ints) > 3 else "")
+        shown = some(ints, form=lambda r: f"{r.name!r} ({r.dtype or 'not float'})")
         why.append(f"{len(ints)} integer or boolean tensor(s), which carry no gradient: {shown}")
     if body:
         why.append(f"{len(body)} tensor(s) inside If/Loop/Scan bodies, which grad gives no row ({body[0].key}; "

@@ -226,7 +226,7 @@ def float_note(floats: dict[str, tuple[int, int]]) -> list[str]:
     if not floats:
         return []
     name = lambda t: TensorProto.DataType.Name(t).lower()  # noqa: E731
-    said = ", ".join(f"{n} ({name(x)} in A, {name(y)} in B)" for n, (x, y) in list(floats.items())[:3])
+    said = some(floats.items(), form=lambda kv: f"{kv[0]} ({name(kv[1][0])} in A, {name(kv[1][1])} in B)")
     return [f"the models take inputs of different float types, {said}: both get the same values, ones the narrower "
             "type holds exactly (A's values rounded to it), each in its own type"]
 

@@ -76,7 +76,7 @@ def grad_side(label: str, model: Model, plan, runner: Runner, candidates: list[t
     causes = {}
     for k, t in no_gradient.items():
         if stopped.get(t):  # the loss reads it, but an op without a rule stops its gradient: not compared
-            hidden[grad_name(k)] += f": the gradient stops at {', '.join(stopped[t][:3])}"
+            hidden[grad_name(k)] += f": the gradient stops at {some(stopped[t], form=str)}"
             causes[grad_name(k)] = GRADIENT_STOPPED
     for t, o in candidates:
         if t in partial and grad_name(o.key) not in hidden:
@@ -91,8 +91,8 @@ def grad_side(label: str, model: Model, plan, runner: Runner, candidates: list[t
     stops = gradient_stops(model.proto)
     if no_gradient:
         names = list(no_gradient.values())
-        notes.append(f"{label}: no gradient for {len(names)} weight(s) ({', '.join(names[:3])}"
-                     f"{' …' if len(names) > 3 else ''})" + (f": the gradient stops at {stops}" if stops else ""))
+        notes.append(f"{label}: no gradient for {len(names)} weight(s) ({some(names, form=str)})"
+                     + (f": the gradient stops at {stops}" if stops else ""))
     elif stops:  # integer weights (QLinearConv's), which are no candidates: the stops said all the same, as grad says them
         notes.append(f"{label}: the backward pass stops at {stops} (integer and quantized ops pass no gradient back): "
                      "what lies behind them gets none")
@@ -448,7 +448,7 @@ def nothing_selected(res, selection, models) -> None:
     rest = [r for r in refs.values() if r.dtype in floats and not r.scope]
 
     def shown(rs) -> str:
-        return ", ".join(f"{r.key!r} ({r.dtype or 'untyped'})" for r in rs[:3]) + (" …" if len(rs) > 3 else "")
+        return some(rs, form=lambda r: f"{r.key!r} ({r.dtype or 'untyped'})")
 
     why = f"the selection ({selection.describe()}) holds no gradient of either model"
     if (ints or body) and not rest:

@@ -17,6 +17,8 @@ from dataclasses import replace
 import numpy as np
 from onnx import TensorProto
 
+from onnxprobe.text import some
+
 HALF = (TensorProto.FLOAT16, TensorProto.BFLOAT16)
 MOVED = 1e-4  # a relative change of max|a-b| or Σ(a-b)² past rounding (float32 partial sums: ~1e-6)
 
@@ -72,7 +74,7 @@ def _dd(s) -> float:
 
 
 def note(changed: list[str]) -> str:
-    return (f"the output{'s' if len(changed) > 1 else ''} {', '.join(changed[:3])}{' …' if len(changed) > 3 else ''} "
+    return (f"the output{'s' if len(changed) > 1 else ''} {some(changed, form=str)} "
             "measured on plain runs of the models: onnxruntime's CPU provider rounds a probed float16 tensor to "
             "float16 where it is a graph output and keeps float32 between ops where it is not, so the probed run "
             "computed otherwise (the other rows are of the probed run; probe fewer float16 tensors, or compare on "

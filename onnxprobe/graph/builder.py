@@ -21,6 +21,7 @@ from onnx import TensorProto, helper, numpy_helper
 from onnxprobe.errors import OpsetTooOld
 from onnxprobe.graph.op_schema import constant_signature
 from onnxprobe.graph.walk import all_graphs
+from onnxprobe.text import some
 
 FLOAT_TYPES = {TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.BFLOAT16}
 # integers and booleans (not 4-bit ones): values a statistics row holds exactly in float64, and a diff judges exactly
@@ -102,7 +103,7 @@ def single_initializers(model: onnx.ModelProto, warnings: list[str]) -> None:
     for i in reversed(range(len(dense))):
         if last[dense[i]] != i or dense[i] in sparse:
             del g.initializer[i]
-    shown = ", ".join(repr(n) for n in names[:5]) + (" ..." if len(names) > 5 else "")
+    shown = some(names, 5)
     warnings.append(f"the model holds initializers of one name more than once ({shown}): read as onnxruntime runs "
                     "it, with the last of each (onnx's checker refuses such a model)")
 
@@ -133,7 +134,7 @@ def _constants_over_weights(model: onnx.ModelProto, warnings: list[str]) -> None
     for i in reversed(range(len(g.sparse_initializer))):
         if g.sparse_initializer[i].values.name in names:
             del g.sparse_initializer[i]
-    shown = ", ".join(repr(n) for n in sorted(names)[:5]) + (" ..." if len(names) > 5 else "")
+    shown = some(sorted(names), 5)
     warnings.append(f"a Constant node writes a name also given otherwise ({shown}): read as onnxruntime runs it, "
                     "with the last Constant's value (onnx's checker refuses such a model)")
 

@@ -296,7 +296,7 @@ def _unreached_message(model: onnx.ModelProto, ins: list[str], outs: list[str], 
     downstream = _closure(g, set(ins), set())
     producer = {o: n for n in g.node for o in n.output if o}
     const = constant_tensors(model)
-    xs = ", ".join(repr(x) for x in ins[:3]) + (" ..." if len(ins) > 3 else "")
+    xs = some(ins)
     for y in outs:
         if y in downstream or y in ins:
             continue
@@ -339,8 +339,7 @@ def _leak_error(model: onnx.ModelProto, ins: list[str], cut_set: set[str], outs:
         origin = ""
     else:
         what = f"{'tensor' if one else 'tensors'} {shown}"
-        origin = (f" (computed from graph input{'' if len(reached) == 1 else 's'} " + ", ".join(repr(t) for t in reached[:3])
-                  + (" ..." if len(reached) > 3 else "") + ")")
+        origin = f" (computed from graph input{'' if len(reached) == 1 else 's'} {some(reached)})"
     # the whole list, where it named 5 'and 4 more' and a transformer's cut took several tries
     return settings_error(lambda msg: CutLeaks(msg, leaks, whole), lambda say: (
         f"{say(FROM)} does not cut the outputs off from the rest of the graph: {what} {'reaches' if one else 'reach'} "

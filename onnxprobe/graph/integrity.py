@@ -17,7 +17,7 @@ import onnx
 
 from onnxprobe.errors import ModelError, SessionError
 from onnxprobe.graph.walk import all_graphs, kahn, node_label, subgraphs
-from onnxprobe.text import quote
+from onnxprobe.text import quote, some
 
 
 def producers(g: onnx.GraphProto) -> dict[str, list[str]]:
@@ -40,7 +40,7 @@ def duplicate_producers(g: onnx.GraphProto) -> list[str]:
     out = []
     for name, who in producers(g).items():
         if len(who) > 1:
-            out.append(f"tensor {quote(name)} is written by {len(who)} nodes: {', '.join(who[:4])}{' ...' if len(who) > 4 else ''}")
+            out.append(f"tensor {quote(name)} is written by {len(who)} nodes: {some(who, 4, str)}")
         elif name in sources:
             out.append(f"tensor {quote(name)} is written by {who[0]} and is also a graph input or initializer")
     return out
@@ -74,7 +74,7 @@ def _names_twice(nodes: list[onnx.NodeProto], numbering: list[int] | None, where
     for i, n in enumerate(nodes):
         if n.name and not (n.op_type == "Constant" and n.domain in ("", "ai.onnx")):
             named.setdefault(n.name, []).append(node_label(n, numbering[i] if numbering else i))
-    return [f"node name {quote(name)} is used by {len(who)} nodes{where}: {', '.join(who[:4])}{' ...' if len(who) > 4 else ''}"
+    return [f"node name {quote(name)} is used by {len(who)} nodes{where}: {some(who, 4, str)}"
             for name, who in named.items() if len(who) > 1]
 
 
@@ -135,7 +135,7 @@ def _problems(nodes: list[onnx.NodeProto], sources: set[str], outputs: list[str]
             out.append(f"graph output {quote(name)} is given by no node, graph input or initializer")
     cycle = _cycle(nodes, known - set(made), numbering)
     if cycle:
-        out.append(f"{', '.join(cycle[:4])}{' ...' if len(cycle) > 4 else ''} form a cycle: each needs another's output")
+        out.append(f"{some(cycle, 4, str)} form a cycle: each needs another's output")
     return out
 
 

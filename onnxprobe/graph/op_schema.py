@@ -11,6 +11,8 @@ from typing import NamedTuple
 import onnx
 from onnx import AttributeProto, TensorProto
 
+from onnxprobe.text import some
+
 ELEM_TYPES = set(TensorProto.DataType.values())
 
 
@@ -152,8 +154,7 @@ def constraint_problem(n: onnx.NodeProto, schema: OpSpec, elem: dict[str, ValueT
         allowed = schema.allowed.get(f.type_str, [f.type_str])
         if _type_str(elem[x]) not in allowed:
             what = f"its type parameter {f.type_str} allows" if f.type_str in schema.allowed else "it takes"
-            return x, (f"which {n.op_type} does not take there ({what} {', '.join(allowed[:6])}"
-                       f"{', ...' if len(allowed) > 6 else ''})")
+            return x, (f"which {n.op_type} does not take there ({what} {some(allowed, 6, str)})")
         if f.type_str in schema.allowed and not (f.variadic and not f.homogeneous):
             if bound.setdefault(f.type_str, elem[x]) != elem[x]:
                 return x, (f"and an earlier input as {elem_name(bound[f.type_str])}: {n.op_type} takes one element "

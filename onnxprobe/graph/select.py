@@ -32,7 +32,7 @@ from onnxprobe.errors import (GLOB_QUOTES, LIST_NODES, LIST_OPS, ModelError, Usa
 from onnxprobe.graph.ops import canonical
 from onnxprobe.graph.shapes import dtype_name, static_shape, value_types
 from onnxprobe.graph.walk import NodeSite, all_graphs, constant_tensors, first_readers, walk
-from onnxprobe.text import as_typed, clean, matches, one_glob_each, quote, unclean
+from onnxprobe.text import as_typed, clean, matches, one_glob_each, quote, some, unclean
 from onnxprobe.types import TensorRef
 
 ATTENTION_OPS = {
@@ -86,12 +86,11 @@ def ambiguous_node(name: str, nodes: list[tuple[str, int]], where: str | tuple[s
     """The one-line error for a bare node name that several nodes bear (``shared_node_names``): their paths,
     or, where the paths are one name too (a model's duplicate names in its main graph), their indices.
     ``where``: the setting (and its value) the name was given in, said first."""
-    more = ", ..." if len(nodes) > 4 else ""
     if len({p for p, _ in nodes}) == len(nodes):
-        return _about(where, f"{len(nodes)} nodes are named {quote(name)} ({', '.join(quote(p) for p, _ in nodes[:4])}"
-                      f"{more}): name one by its path, or give its index (#N)")
-    return _about(where, f"{len(nodes)} nodes are named {quote(name)} ({', '.join(f'#{i}' for _, i in nodes[:4])}"
-                  f"{more}): give one's index (#N)")
+        return _about(where, f"{len(nodes)} nodes are named {quote(name)} ({some((p for p, _ in nodes), 4, quote)}"
+                      "): name one by its path, or give its index (#N)")
+    return _about(where, f"{len(nodes)} nodes are named {quote(name)} ({some((f'#{i}' for _, i in nodes), 4, str)}"
+                  "): give one's index (#N)")
 
 
 def index_or_name(text: str, index: int, named: int, where: str | tuple[str, ...] = "") -> UsageError:
@@ -300,7 +299,7 @@ def check_selects(a: onnx.ModelProto, b: onnx.ModelProto | None, sel: Selection)
         return
     if found:  # graph inputs and weights as stored: the feeds are the same on both sides
         kinds = " and ".join(sorted({"weights" if r.kind == "initializer" else "graph inputs" for r in found}))
-        raise UsageError(f"the selection ({sel.describe()}) matches only {kinds} ({', '.join(sorted({r.name for r in found})[:3])}): "
+        raise UsageError(f"the selection ({sel.describe()}) matches only {kinds} ({some(sorted({r.name for r in found}), form=str)}): "
                          "diff compares what nodes compute from them, not the inputs it feeds both models nor the "
                          "weights as stored; select the tensors that read them")
     raise _matches_nothing(sel, "either model" if two else "this model")

@@ -9,6 +9,7 @@ import onnx
 from onnxprobe.graph.select import select, shared_names
 from onnxprobe.graph.expose import CARRIERS
 from onnxprobe.graph.walk import walk
+from onnxprobe.text import some
 
 
 def body_tensors(model: onnx.ModelProto, selection=None, loops_only: bool = False) -> dict[str, str]:
@@ -47,8 +48,7 @@ def body_note(inside: dict[str, str], what: str, loops_only: bool = False,
     instead of sending the user to ``layers --all``)."""
     if not inside:
         return None
-    names = ", ".join(f"{t} ({where})" for t, where in list(inside.items())[:4])
-    more = f" and {len(inside) - 4} more" if len(inside) > 4 else ""
+    names = some(inside.items(), 4, lambda tw: f"{tw[0]} ({tw[1]})")
     bodies, kept = ("Loop/Scan", "main-graph and If-branch tensors") if loops_only else ("If/Loop/Scan", "main-graph tensors")
     ops = sorted({op for t, op in (sealed or {}).items() if t in inside})
     n_sealed = sum(1 for t in inside if t in (sealed or {}))
@@ -60,4 +60,4 @@ def body_note(inside: dict[str, str], what: str, loops_only: bool = False,
         why = (f"no command probes the {n_sealed} inside {where} bodies: no output of the node carries "
                "their values out, as its outputs are sequences" + ("; `layers --all` shows the other body tensors' statistics"
                                                     if n_sealed < len(inside) else ""))
-    return f"{len(inside)} selected tensor(s) inside {bodies} bodies are not {what}: {names}{more}; only {kept} are ({why})"
+    return f"{len(inside)} selected tensor(s) inside {bodies} bodies are not {what}: {names}; only {kept} are ({why})"

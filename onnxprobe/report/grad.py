@@ -12,7 +12,7 @@ from onnxprobe import __version__
 from onnxprobe.report.console import phrased
 from onnxprobe.report.format import json_float, json_shape, json_word, num, num_or_word, op, safe, shape
 from onnxprobe.report.table import Column, Table
-from onnxprobe.text import clean, duration
+from onnxprobe.text import clean, duration, some
 
 SCHEMA_VERSION = 1
 KIND = {"weight": "w", "activation": "a", "input": "i"}
@@ -169,5 +169,4 @@ def export_summary(gp) -> str:
     inputs = [clean(i.name) for i in bw.model.graph.input if i.name not in {x.name for x in bw.model.graph.initializer}]
     outs = [clean(o.name) for o in bw.model.graph.output]
     return (f"loss {gp.loss.kind}({clean(gp.loss.output)}) and {len(bw.grads)} gradients, {bw.n_forward} forward + "
-            f"{bw.n_backward} backward nodes; inputs: {', '.join(inputs)}; outputs: {', '.join(outs[:8])}"
-            f"{' …' if len(outs) > 8 else ''}")
+            f"{bw.n_backward} backward nodes; inputs: {', '.join(inputs)}; outputs: {some(outs, 8, str)}")

@@ -33,6 +33,7 @@ import onnx
 from onnxprobe.graph.explorer_ids import ExplorerIds, explorer_ids
 from onnxprobe.graph.walk import all_graphs, subgraphs, walk
 from onnxprobe.report.format import EXACT_DB, exact_db, finite
+from onnxprobe.text import some
 from onnxprobe.types import forward_name
 
 RED, DARK_RED, ORANGE, YELLOW, GREEN = "#e53935", "#7f0000", "#fb8c00", "#fdd835", "#43a047"
@@ -318,6 +319,5 @@ def netron_attachment(kind: str, d: dict, model: onnx.ModelProto) -> dict:
         gone = sorted(set(left_out))
         meta.append({"kind": "model", "target": "", "name": "onnxprobe left out",
                      "value": f"{len(gone)} tensor{'s' if len(gone) != 1 else ''} whose name Netron reads as another's "
-                              f"(it keys names by their first line): {', '.join(map(repr, gone[:10]))}"
-                              + (f" and {len(gone) - 10} more" if len(gone) > 10 else "")})
+                              f"(it keys names by their first line): {some(gone, 10)}"})
     return {"signature": "netron:attachment", "metrics": metrics, "metadata": meta}

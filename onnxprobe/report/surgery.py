@@ -7,7 +7,7 @@ from rich.text import Text
 from onnxprobe.report.format import graph_dims, safe
 from onnxprobe.report.table import Column, Table
 from onnxprobe.report.inspect import dims, io_table, plural, type_dict
-from onnxprobe.text import human_bytes
+from onnxprobe.text import human_bytes, some
 
 
 def _written(result) -> Text:
@@ -61,7 +61,7 @@ def _not_marked(refs) -> str:
     for kind, one, many, why in (("input", "a graph input", "graph inputs", "fed"), ("weight", "a weight", "weights", "in the model file")):
         names = [r.name for r in refs if (r.kind == "input") == (kind == "input")]
         if names:
-            shown = ", ".join(names[:3]) + (" ..." if len(names) > 3 else "")
+            shown = some(names, form=str)
             text += (f" · {shown} {'is ' + one if len(names) == 1 else 'are ' + many}: not added, mark adds node outputs "
                      f"(the value is {why})")
     return text

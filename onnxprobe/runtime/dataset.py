@@ -21,7 +21,7 @@ from onnxprobe.errors import UsageError, error_about, setting_error
 from onnxprobe.runtime.arrays import read_npz
 from onnxprobe.runtime.feeds import ModelInput
 from onnxprobe.runtime.userfunc import call_function, load_function, raised, user_code
-from onnxprobe.text import clean, clip, quote
+from onnxprobe.text import clean, clip, quote, some
 
 Samples = Iterator[tuple[str, dict[str, np.ndarray]]]
 INPUTS_DIR = ("inputs", "--inputs-dir")  # a dataset's folder or stacked .npz, as the API and the command line name it
@@ -76,7 +76,7 @@ def skipped_note(path: str | Path) -> list[str]:
     skipped = [f.name + ("/" if f.is_dir() else "") for f in sorted(p.iterdir()) if not _is_batch(f)]
     if not skipped:
         return []
-    shown = ", ".join(clean(n) for n in skipped[:5]) + (" …" if len(skipped) > 5 else "")
+    shown = some(skipped, 5, clean)
     return [f"--inputs-dir {clean(p.name or p)}: {len(skipped)} entr{'ies' if len(skipped) > 1 else 'y'} skipped, not "
             f"batches (a batch is a .npz file whose name has no leading dot): {shown}"]
 

@@ -159,7 +159,7 @@ class Feeds:
         # each guess that may be the cause (both: the ints were hidden); the input by its name where one was guessed
         said = [shape_hint(say, *self.defaulted) if len(self.defaulted) == 1 else shape_hint(say)] if self.defaulted else []
         if self.random_ints:
-            names = ", ".join(clean(n) for n in self.random_ints[:3]) + (", ..." if len(self.random_ints) > 3 else "")
+            names = some(self.random_ints, form=clean)
             said.append(f"integer or bool input{'s' if len(self.random_ints) > 1 else ''} {names}: seeded random data, "
                         f"which a model may not take: give real values with {say.given(FILES, 'NAME', 'VALUE')} or {say(ARRAYS)} FILE.npz")
         return f" ({'; '.join(said)})" if said else ""

@@ -30,7 +30,7 @@ from onnxprobe.errors import UsageError
 from onnxprobe.session.feeding import Feeding
 from onnxprobe.session.inputs import SessionInputs
 from onnxprobe.session.targets import RAW_CACHE_BYTES, Results, RunReport, Target
-from onnxprobe.text import as_word, quote
+from onnxprobe.text import as_word, quote, some
 from onnxprobe.types import TensorRef
 
 WALK_BEHIND, WALK_AHEAD = 8, 32  # goto/step/back compute the statistics of this window of nodes at once
@@ -204,7 +204,7 @@ class State(Feeding):
             missing = [n for n in chunk if n not in have and n not in r.not_run]
             if missing:
                 r.keep_within(limit // 2, keep=set(have))  # room for this run beside what stays kept
-                with self.busy(f"fetching {', '.join(missing[:3])}{'…' if len(missing) > 3 else ''}"):
+                with self.busy(f"fetching {some(missing, form=str)}"):
                     res = self._probe(t, feed, [], raw=missing, stats=False)
                 for n in missing:
                     if n in res.arrays:

@@ -22,7 +22,7 @@ from onnxprobe.stats.moments import Impossible, Moments
 from onnxprobe.stats.pooled import merged_shape
 from onnxprobe.stats.shard_fields import LAYERS_STATS, check_fields
 from onnxprobe.stats.status import values_status
-from onnxprobe.text import clip, quote
+from onnxprobe.text import clip, quote, some
 
 DATASET_SCHEMA = 3
 MAX_REPORT_BYTES = 512 * 2**20
@@ -257,7 +257,7 @@ def sample_overlap(reports: list[dict]) -> tuple[list[str] | None, list[str]]:
     files = sorted({f for fs in shared.values() for f in fs})
     count = sum(1 for v in merged if v in shared)
     return merged, [f"{count} of the {len(merged)} samples have the same input values as a sample of another shard "
-                    f"({', '.join(files[:4])}{' ...' if len(files) > 4 else ''}): overlapping shards of one dataset "
+                    f"({some(files, 4, str)}): overlapping shards of one dataset "
                     "count those samples more than once"]
 
 

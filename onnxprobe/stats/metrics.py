@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from onnxprobe.errors import UsageError, in_words, said, setting_error, settings_error
-from onnxprobe.text import as_word, json_word
+from onnxprobe.text import as_word, json_word, some
 from onnxprobe.types import MAP, element_count
 
 REL_TINY = float(np.finfo(np.float32).smallest_subnormal)  # float32's max_rel divisor floor (the graph's, a device's)
@@ -444,9 +444,8 @@ def nothing_measured(shape, m: PairMetrics) -> str:
 def mapped_not_compared(mapped: list[tuple[str, str, str]]) -> str:
     """The verdict's line for pairs given in --map (A's tensor, B's, why) that were not compared: the
     user asked for each, so no pass is earned by the other pairs (``compare.result``, ``compare.merge_diff``)."""
-    names = ", ".join(f"{a!r} -> {b!r} ({why})" for a, b, why in mapped[:3])
-    more = f" and {len(mapped) - 3} more" if len(mapped) > 3 else ""
-    return said(lambda say: f"{len(mapped)} of the pairs given in {say(MAP)} could not be compared: {names}{more}")
+    names = some(mapped, form=lambda m: f"{m[0]!r} -> {m[1]!r} ({m[2]})")
+    return said(lambda say: f"{len(mapped)} of the pairs given in {say(MAP)} could not be compared: {names}")
 
 
 def _items(items: list[str] | None, flag: str) -> tuple[float | None, dict[str, float]]:

@@ -25,6 +25,7 @@ from onnxprobe.graph.builder import GraphBuilder, all_names, opset_version
 from onnxprobe.graph.tensor_data import to_array
 from onnxprobe.match.engine import FOLDED, Pair, Unmatched
 from onnxprobe.match.observe import Observable
+from onnxprobe.text import some
 from onnxprobe.torch.param_values import NOT_AN_EXPORT, channel_scales
 from onnxprobe.torch.params import ParamMap
 from onnxprobe.torch.pairing import BATCHNORMS
@@ -276,5 +277,5 @@ def fold_note(grads: list[FoldGrad]) -> list[str]:
     params = [g.param for g in grads]
     bns = sorted({g.fold.bn for g in grads})
     return [f"BatchNorm folds: the exporter folded {len(bns)} BatchNorm(s) into the layer before each; the gradients of "
-            f"{len(params)} parameters ({', '.join(params[:6])}{' …' if len(params) > 6 else ''}) are computed from the "
+            f"{len(params)} parameters ({some(params, 6, str)}) are computed from the "
             "folded weights' and biases' gradients by the chain rule and compared with torch's"]

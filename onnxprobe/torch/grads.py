@@ -19,6 +19,7 @@ from onnxprobe.errors import ExecutionError, UsageError, first_line, setting_err
 from onnxprobe.match.engine import Matching, Unmatched
 from onnxprobe.runtime.runners.base import Runner
 from onnxprobe.runtime.userfunc import user_code
+from onnxprobe.text import some
 from onnxprobe.torch.cuts import Cuts, upstream, watch
 from onnxprobe.torch.load import VS_TORCH, eval_mode, require_torch
 from onnxprobe.torch.runner import from_numpy, parse_probe, permuted, tensors_of, to_numpy
@@ -270,9 +271,9 @@ class TorchGradRunner(Runner):
             self.not_compared[n] = ("forward() reads it both in inference mode and with gradient: torch's gradient leaves "
                                     "out the inference-mode reads, which the ONNX graph (no stop-gradient) includes, and "
                                     "torch's pass through them stayed in inference mode; not compared")
-        names = ", ".join(mixed[:3]) + (" …" if len(mixed) > 3 else "")
+        names = some(mixed, form=str)
         if both:
-            self.note(f"torch: forward() reads {', '.join(sorted(both)[:3])}{' …' if len(both) > 3 else ''} both detached "
+            self.note(f"torch: forward() reads {some(sorted(both), form=str)} both detached "
                       "(.detach()) and not; the ONNX graph has no stop-gradient, so torch's gradient of it is taken through "
                       "every read, the detached ones included, as the ONNX graph computes it")
         if cuts.values:
@@ -326,8 +327,8 @@ class TorchGradRunner(Runner):
                 self.not_compared_values.setdefault(probe, why)
         names = sorted(f"input[{p[len(INPUT):]}]" if p.startswith(INPUT) else p.split(":", 1)[1] for p in numbers)
         self.note(f"torch: forward() turns values that carry a gradient into Python numbers or numpy arrays "
-                  f"({', '.join(self._numbers)}); torch's gradients upstream of them ({', '.join(names[:3])}"
-                  f"{' …' if len(names) > 3 else ''}) are not compared")
+                  f"({', '.join(self._numbers)}); torch's gradients upstream of them ({some(names, form=str)}"
+                  ") are not compared")
 
 
 def without_torch_gradient(matching: Matching, runner: TorchGradRunner, feeds: dict[str, np.ndarray],

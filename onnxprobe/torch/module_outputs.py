@@ -14,6 +14,7 @@ from onnx import TensorProto
 
 from onnxprobe.graph.tensor_data import tensor_values
 from onnxprobe.match.engine import shapes_agree
+from onnxprobe.text import some
 from onnxprobe.torch.runner import Forward, TorchRunner
 
 FLOATS = (TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.BFLOAT16)
@@ -86,7 +87,7 @@ def returned_tensors(leaving: dict[str, list[str]], fw: Forward, obs_by_name: di
         if best is not None and errs[best] < 1:
             chosen[p] = best
             continue
-        names = ", ".join(repr(t) for t in ts[:4]) + (" …" if len(ts) > 4 else "")
+        names = some(ts, 4)
         closest = f" (the closest, {best!r}, is {_db(errs[best])} from it)" if best is not None else ""
         refused[p] = (f"none of the {len(ts)} tensors of its shape that leave its scope ({names}) holds what its forward "
                       f"returns{closest}: the export computes it elsewhere, or not at all")

@@ -38,6 +38,7 @@ from onnxprobe.match.engine import (DIFFERENT_FUNCTION, FOLDED, NO_COUNTERPART, 
 from onnxprobe.match.modules import exporter, module_scopes
 from onnxprobe.match.observe import Observable, Observation
 from onnxprobe.runtime.budget import default_budget
+from onnxprobe.text import some
 from onnxprobe.torch.module_outputs import (BATCHNORMS, folded_outputs, fused_batchnorm, one_permutation,
                                             returned_tensors, unscoped_reader, unwrapped_scopes)
 from onnxprobe.torch.runner import OUTPUT, PERM, Forward, TorchRunner
@@ -393,6 +394,6 @@ def _leaf(m) -> bool:
 def _names(paths: list[str], shown: int = 3) -> str:
     """The outermost of ``paths`` (b, not also b.0 and b.1), a few of them."""
     paths = [p for p in paths if not any(p.startswith(q + ".") for q in paths)]
-    return ", ".join(paths[:shown]) + (f" and {len(paths) - shown} more" if len(paths) > shown else "")
+    return some(paths, shown, str)
 
 

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnx
 
+from onnxprobe.text import some
 from onnxprobe.torch.module_params import foreign_readers, innermost
 from onnxprobe.torch.param_values import (NOT_AN_EXPORT, batchnorm_fold, broadcast_axes, broadcast_of, changed_copies,
                                             computed_of, copies_of_one, digest, initializer_values, other_values)
@@ -473,7 +474,7 @@ def _say_unused(st: _Mapping) -> None:
             continue
         held = st.same_class.get(digest(v), []) + (st.same_class.get(digest(v.T), []) if v.ndim == 2 else [])
         held = list(dict.fromkeys(held))
-        names = ", ".join(held[:3]) + (" …" if len(held) > 3 else "")
+        names = some(held, form=str)
         if len(held) > 1:
             st.out.unused[p] = (f"{len(held)} initializers hold these values ({names}): which parameter each "
                                 "stands for is unknown")

@@ -35,6 +35,7 @@ from onnxprobe.graph.rnn_states import initial_states
 from onnxprobe.graph.tensor_data import to_array
 from onnxprobe.match.engine import FOLDED, OTHER_VALUES, Pair, Unmatched
 from onnxprobe.match.observe import Observable
+from onnxprobe.text import some
 from onnxprobe.types import grad_name
 
 # ONNX gate block q = torch gate block ORDER[q], by the module's ``mode``
@@ -246,7 +247,7 @@ def pair_blocks(obs_a: list[Observable], blocks: list[Block], done: dict[str, Bl
             names.add(o.name)
         elif o.name in of_init:
             parts = of_init[o.name]
-            said = ", ".join(b.param for b in parts[:4]) + (" …" if len(parts) > 4 else "")
+            said = some((b.param for b in parts), 4, str)
             how = "with their gate blocks reordered" if len(ORDER[parts[0].mode]) > 1 else "stacked over directions"
             un_a.append(Unmatched(o, f"holds the torch parameters {said} {how}: compared block by block, each with "
                                      "its parameter", FOLDED))

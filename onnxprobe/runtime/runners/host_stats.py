@@ -28,6 +28,7 @@ from onnxprobe.graph.shapes import concrete_sizes
 from onnxprobe.runtime.budget import default_budget, plan_chunks
 from onnxprobe.runtime.runners.base import GraphRunner
 from onnxprobe.runtime.runners.readback import read_host_refs
+from onnxprobe.text import some
 from onnxprobe.types import Probe, ProbePlan, ProbeResult, RunInfo, TensorRef
 
 
@@ -120,7 +121,7 @@ class HostStatsRunner(GraphRunner):
         probes = [Probe(ref=r, raw_output=r.name if r.name in arrays else None) for r in refs]
         notes = list(self.notes)
         if hidden:
-            names = ", ".join(list(hidden)[:3]) + (f" and {len(hidden) - 3} more" if len(hidden) > 3 else "")
+            names = some(hidden, form=str)
             notes.append(f"{self.title} cannot observe {len(hidden)} of the probed tensors ({names}); the first: "
                          f"{next(iter(hidden.values()))} (--json gives each one's reason)")
         info = RunInfo(device=self.device, providers=self.providers(), opt_level=self.config.opt_level,

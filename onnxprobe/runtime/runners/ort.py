@@ -17,6 +17,7 @@ from onnxprobe.runtime.feeds import fed
 from onnxprobe.runtime.interrupt import call_interruptibly
 from onnxprobe.runtime.ort import Session, create_session, providers_for, resolve_device, run_bound
 from onnxprobe.runtime.runners.base import GraphRunner
+from onnxprobe.text import some
 from onnxprobe.types import RunConfig
 
 
@@ -62,7 +63,7 @@ class OrtRunner(GraphRunner):
         text = (f"onnxruntime's CPU provider computes float16 ops without a float16 kernel in float32 and may skip the float16 "
                 f"rounding between them: the statistics of {len(half)} float16 tensor(s) can hold values float16 cannot")
         if over:
-            text += f"; {len(over)} exceed float16's ±65504 (Inf in float16): {', '.join(over[:3])}{' …' if len(over) > 3 else ''}"
+            text += f"; {len(over)} exceed float16's ±65504 (Inf in float16): {some(over, form=str)}"
         self.note(text)
 
     def check_outputs(self, probes, model, feeds: dict, got: dict) -> None:
@@ -86,7 +87,7 @@ class OrtRunner(GraphRunner):
                 changed.append(name)
         if changed:
             self.note(f"probing changed the model's output{'s' if len(changed) > 1 else ''} "
-                      f"{', '.join(changed[:3])}{' …' if len(changed) > 3 else ''}: onnxruntime's CPU provider rounds a "
+                      f"{some(changed, form=str)}: onnxruntime's CPU provider rounds a "
                       "float16 tensor to float16 where it is a graph output, and keeps float32 between ops where it is "
                       "not, so the probed run computes otherwise than the plain model (probe fewer float16 tensors, or "
                       "compare on --device cuda)")

@@ -14,7 +14,7 @@ from onnxprobe.session import render
 from onnxprobe.session.parse import pop_all, pop_option
 from onnxprobe.session.commands.table import (Env, bad, command, completing, fresh, no_more, node_index, node_view, tag,
                                              target_of)
-from onnxprobe.text import human_bytes
+from onnxprobe.text import human_bytes, some
 
 
 # -- the model -------------------------------------------------------------------------------------------
@@ -31,7 +31,7 @@ def cmd_info(env: Env, args: list[str]):
     out: list = []
     for t in targets:
         d = api.model_info(t.model)
-        ops = ", ".join(f"{k} ×{v}" for k, v in list(d["ops"].items())[:12]) + (" …" if len(d["ops"]) > 12 else "")
+        ops = some(d["ops"].items(), 12, lambda kv: f"{kv[0]} ×{kv[1]}")
 
         feed = st.feed(t)[0]
         runtime = t.results.shapes if fresh(env, t) else {}
