@@ -26,3 +26,25 @@ def test_a_ragged_list_is_one_usage_error(call, named):
     with pytest.raises(UsageError) as e:
         call()
     assert str(e.value).startswith(f"{named}") and "not an array" in str(e.value), str(e.value)
+
+
+class _RaisingArray:
+    """A user's object whose ``__array__`` raises something else than numpy's ValueError / TypeError."""
+
+    def __array__(self, *args, **kwargs):
+        raise RuntimeError("not today")
+
+
+def test_an_object_whose_array_raises_is_one_usage_error_wherever_it_is_given():
+    """Given as an input array it reached the user as the RuntimeError itself; yielded by inputs_from it was
+    said (by a check of its own, now the same as_array): one UsageError naming where it was given, both."""
+    with pytest.raises(UsageError, match=r"^input 'x' .*not an array \(RuntimeError\)"):
+        api.layers(sample_path("mlp"), inputs=api.InputSpec(arrays={"x": _RaisingArray()}))
+
+    def batches():
+        yield {"x": _RaisingArray()}
+
+    with pytest.raises(UsageError, match=r"^inputs_from .*: item 0, input 'x': not an array \(RuntimeError\)"):
+        api.layers_dataset(sample_path("mlp"), inputs_from=batches)
+    with pytest.raises(UsageError, match=r"^inputs_from .*: item 0, input 'x': not an array \(numpy: setting an array"):
+        api.layers_dataset(sample_path("mlp"), inputs_from=lambda: iter([{"x": RAGGED}]))

@@ -15,20 +15,23 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from onnxprobe.errors import UsageError, Voice, first_line, settings_error
+from onnxprobe.errors import UsageError, Voice, error_about, first_line, settings_error
 from onnxprobe.fileio import checked_path, input_file, protect
 from onnxprobe.graph.tensor_data import to_array
 from onnxprobe.text import clean, clip, human_bytes, quote
 
 
-def as_array(value, what: str) -> np.ndarray:
-    """``np.asarray(value)``, or one UsageError naming ``what`` where numpy makes no array of it (a ragged nested
-    list: numpy's own "setting an array element with a sequence" reached the user bare)."""
+def as_array(value, what, within: str = "") -> np.ndarray:
+    """``np.asarray(value)``, or one UsageError about ``what`` (text, a setting or ``what(voice)``, as
+    ``errors.error_about`` takes it; ``within``: the part of it the value is, ": item 2, input 'x'") where numpy
+    makes no array of it: a ragged nested list (numpy's own "setting an array element with a sequence" reached the
+    user bare), or a user's object whose ``__array__`` raises."""
     try:
         return np.asarray(value)
-    except (ValueError, TypeError) as e:
-        raise UsageError(f"{what}: not an array (numpy: {first_line(e).split('. ')[0][:100]}); give a numpy array, or "
-                         "a nested list whose rows are all of one length") from None
+    except Exception as e:  # noqa: BLE001 - a value of any type, its __array__ the user's code
+        numpy = f"numpy: {first_line(e).split('. ')[0][:100]}" if isinstance(e, (ValueError, TypeError)) else type(e).__name__
+        raise error_about(UsageError, what, f"{within}: not an array ({numpy}); give a numpy array, or a nested list whose "
+                          "rows are all of one length") from None
 
 
 def available_memory() -> int:

@@ -18,7 +18,7 @@ from typing import Iterator
 import numpy as np
 
 from onnxprobe.errors import UsageError, error_about, setting_error
-from onnxprobe.runtime.arrays import read_npz
+from onnxprobe.runtime.arrays import as_array, read_npz
 from onnxprobe.runtime.feeds import ModelInput
 from onnxprobe.runtime.userfunc import call_function, load_function, raised, user_code
 from onnxprobe.text import clean, clip, quote, some
@@ -188,9 +188,5 @@ def _feed_dict(item, where: str | tuple[str, ...], k: int) -> dict[str, np.ndarr
                          f"dicts {{input name: array}}")
     out = {}
     for name, v in item.items():
-        try:
-            a = np.asarray(v)
-        except Exception as e:  # noqa: BLE001 - a value of any type
-            raise error_about(UsageError, where, f": item {k}, input {quote(name)}: not an array ({type(e).__name__})") from None
-        out[name] = a  # dtype and shape are checked against the model's inputs (runtime.feeds.check_value)
+        out[name] = as_array(v, where, f": item {k}, input {quote(name)}")  # dtype and shape: runtime.feeds.check_value
     return out
