@@ -199,6 +199,10 @@ def _facts(kind: str, d: dict, inputs: list[str] | None) -> list[tuple[str, str,
         judged = sum(1 for g in d["gradients"] if g.get("check") and g["check"]["ok"] is not None
                      and g["tensor"] != d["loss"]["output"])
         nothing = bool(d.get("check")) and not judged
+        # the check's own verdict (the JSON's, the exit code's) where the rows do not tell it: a check that could not
+        # run at all (an infinite loss) leaves no check mode and no checked row, and is no pass
+        said = d.get("constant_loss") or nothing
+        lost = d.get("verdict") in ("fail", "error") and not (bad or failed or said)
         loss = d["loss"]
         out = [("model", d["model"], None), ("runtime", ", ".join(d.get("providers") or []) or "-", None),
                ("device", d["device"], None), ("opt level", d["opt_level"] or "-", None),
@@ -207,8 +211,8 @@ def _facts(kind: str, d: dict, inputs: list[str] | None) -> list[tuple[str, str,
                 + (f"; check ({d['check']}): {ok} ok, {failed} failed" + (f", {unchecked} not checked" if unchecked else "")
                    if d.get("check") else "")
                 + ("; the loss is constant: nothing judged meaningfully" if d.get("constant_loss") else
-                   "; --check checked nothing" if nothing else ""),
-                "fail" if bad or failed or d.get("constant_loss") or nothing else "pass"),
+                   "; --check checked nothing" if nothing else f"; {d['verdict_reason']}" if lost else ""),
+                "fail" if bad or failed or said or lost else "pass"),
                # forward: the model's nodes the gradients need, plus the loss's own and its seed (dL/dL = 1), which
                # is why it can exceed the model's count
                ("graph", f"{d['graph']['forward_nodes']} forward nodes (the model's the gradients need, with the loss's and "
