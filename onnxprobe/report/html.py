@@ -148,7 +148,12 @@ def worst_rows(kind: str, d: dict, n: int = WORST) -> list[str]:
             x = json_float(v)
             return default if x is None or math.isnan(x) else x
 
-        key = lambda p: (p["passed"] is not False, db(p.get("introduced_sqnr_db"), db(p.get("sqnr_db"), math.inf)))  # noqa: E731
+        def intro(p) -> float:  # a layer that introduces no error (exact) ranks after every one that does, not by
+            # the error it carries from upstream (its accumulated SQNR, often the lowest); without an introduced
+            # error measured (--separate-runs...), the accumulated one
+            return math.inf if p.get("introduced_exact") else db(p.get("introduced_sqnr_db"), db(p.get("sqnr_db"), math.inf))
+
+        key = lambda p: (p["passed"] is not False, intro(p))  # noqa: E731
         return [p["a"] for p in sorted(rows, key=key)[:n]]
     rows = d["gradients"]
     key = lambda g: (not (g.get("nan") or g.get("inf") or (g.get("check") and g["check"]["ok"] is False)),  # noqa: E731
