@@ -16,6 +16,7 @@ from onnxprobe.graph.model import Model
 from onnxprobe.runtime import feeds as _feeds
 from onnxprobe.runtime.arrays import as_array
 from onnxprobe.runtime.budget import default_budget, plan_chunks
+from onnxprobe.runtime.random_inputs import int_bounds
 from onnxprobe.stats.histogram import binned, difference, histogram_bins
 from onnxprobe.types import InputSpec, ProbeResult, RunConfig
 
@@ -138,8 +139,11 @@ def describe_inputs(model: ModelLike, inputs: InputSpec | None = None, *, feed: 
             origin = "given"
         elif source is not None:
             origin = f"from {source}"
-        elif v.dtype.kind in "iub":
-            origin = f"random integers in [{spec.int_range[0]}, {spec.int_range[1]}) (seed {spec.seed})"
+        elif v.dtype.kind == "b":
+            origin = f"random booleans (seed {spec.seed})"
+        elif v.dtype.kind in "iu":  # the range drawn from: --int-range within what the dtype holds
+            lo, hi = int_bounds(v.dtype, spec.int_range)
+            origin = f"random integers in [{lo}, {hi}) (seed {spec.seed})"
         else:
             origin = f"random (seed {spec.seed})"
         dims = "x".join(str(d) for d in v.shape) or "scalar"

@@ -13,6 +13,13 @@ FILES = ("files", "--input")  # an InputSpec's given values, as the API and the 
 RANDOM_CHUNK = 1 << 22  # elements drawn at once for a float input
 
 
+def int_bounds(dtype: np.dtype, int_range: tuple[int, int]) -> tuple[int, int]:
+    """The [low, high) an integer input of ``dtype`` is drawn from: ``int_range`` within the values the dtype holds
+    (a uint8 input given -5:300 gets [0, 256)); empty (low >= high) where none of them lies in it."""
+    info = np.iinfo(dtype)
+    return max(int_range[0], int(info.min)), min(int_range[1], int(info.max) + 1)
+
+
 def random_array(shape: tuple[int, ...], dtype: np.dtype, rng: np.random.Generator, int_range: tuple[int, int]) -> np.ndarray:
     if dtype.kind == "f" or dtype.name == "bfloat16":  # bfloat16: ml_dtypes' type, which onnx maps it to
         out = np.empty(shape, dtype)
@@ -23,9 +30,7 @@ def random_array(shape: tuple[int, ...], dtype: np.dtype, rng: np.random.Generat
             flat[i:i + RANDOM_CHUNK] = rng.random(min(RANDOM_CHUNK, flat.size - i), dtype=np.float64)
         return out
     if dtype.kind in "iu":
-        lo, hi = int_range
-        info = np.iinfo(dtype)
-        lo, hi = max(lo, int(info.min)), min(hi, int(info.max) + 1)
+        lo, hi = int_bounds(dtype, int_range)
         if lo >= hi:
             raise setting_error(UsageError, ("int_range", "--int-range"), f"{int_range[0]}:{int_range[1]}: no value of dtype {dtype} lies in it")
         return rng.integers(lo, hi, size=shape).astype(dtype)
