@@ -314,6 +314,10 @@ def write_file(path: str | os.PathLike, write: Callable[[BinaryIO], None]) -> No
                     write(buf)
                     f.write(buf.getbuffer())
     except OSError as e:
+        import errno
+
+        if e.errno == errno.EPIPE:  # a pipe whose reader left (/dev/stdout into `| head`): the rest goes nowhere, as
+            return  # the stdout channel's does (cli.output.reader_gone); no error, the command's own exit code
         raise WriteFailed.cannot(as_word(os.fspath(path)), e) from None
 
 

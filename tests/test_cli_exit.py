@@ -102,7 +102,11 @@ def test_a_closed_pipe_is_a_quiet_failure():
 
 
 @pytest.mark.parametrize("args", [["layers", str(CNN), "--all", "--json", "-"], ["inspect", str(CNN), "--json", "-"],
-                                  ["diff", str(CNN), "--vs-reference"], ["layers", str(CNN), "--format", "csv"]])
+                                  ["diff", str(CNN), "--vs-reference"], ["layers", str(CNN), "--format", "csv"],
+                                  # a file flag given /dev/stdout: its write met the closed pipe and said "error:
+                                  # --json /dev/stdout: cannot write it (Broken pipe); nothing written", exit 2
+                                  ["layers", str(CNN), "--all", "--json", "/dev/stdout"],
+                                  ["layers", str(CNN), "--html", "/dev/stdout"]])
 def test_a_reader_gone_before_anything_is_written_changes_nothing_but_the_output(args):
     """`... | true`: the pipe is closed before the report is written; it read "internal error:
     BrokenPipeError" (QA). What is left goes nowhere and the exit code is the command's own."""
