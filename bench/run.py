@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import shlex
 import os
 import statistics
 import subprocess
@@ -39,22 +40,33 @@ TARGETS = {"layers_all": (2.0, 1.3), "layers_all_json": (2.0, 1.3), "diff_all": 
 POLY_SPEEDUP = {"layers_all": 1.0, "layers": 1.0, "diff_all": 20.0}
 
 
-def models(models_dir: Path | None) -> dict[str, tuple[Path, dict[str, str]]]:
+SYNTHETIC = ("resnet18", "big_mlp", "big_mlp_inline", "deep_mlp")
+REAL = ("bert_tiny", "ppocr_rec", "ppocr_det", "ppocr_det_800")
+
+
+def models(models_dir: Path | None, only: list[str] | None = None) -> dict[str, tuple[Path, dict[str, str]]]:
+    """The models to measure, each (path, input shapes); the synthetic ones are built on first use (only those
+    ``only`` names, when given: the big ones take a minute and 1 GB)."""
     sys.path.insert(0, str(HERE))
     from models import big_mlp, deep_mlp, resnet18  # noqa: E402
 
     CACHE.mkdir(exist_ok=True)
-    out = {"resnet18": (resnet18(CACHE / "resnet18.onnx") if not (CACHE / "resnet18.onnx").exists() else CACHE / "resnet18.onnx",
-                        {"input": "1x3x224x224"}),
-           # 512 MiB of MatMul weights in an external data file: memory that is the weights', not the activations'
-           "big_mlp": (big_mlp(CACHE / "big_mlp.onnx") if not (CACHE / "big_mlp.onnx.data").exists() else CACHE / "big_mlp.onnx",
-                       {"x": "1x4096"}),
-           # the same 512 MiB inside the .onnx file, as an exporter writes a model under 2 GB
-           "big_mlp_inline": (big_mlp(CACHE / "big_mlp_inline.onnx", external=False) if not (CACHE / "big_mlp_inline.onnx").exists()
-                              else CACHE / "big_mlp_inline.onnx", {"x": "1x4096"}),
-           # 6,000 small tensors in a chain of 6,000 nodes: what each tensor and node costs
-           "deep_mlp": (deep_mlp(CACHE / "deep_mlp.onnx") if not (CACHE / "deep_mlp.onnx").exists() else CACHE / "deep_mlp.onnx",
-                        {"x": "16x96"})}
+    built = {  # key: (file, the file whose absence means building it, builder, shapes)
+        "resnet18": ("resnet18.onnx", "resnet18.onnx", resnet18, {"input": "1x3x224x224"}),
+        # 512 MiB of MatMul weights in an external data file: memory that is the weights', not the activations'
+        "big_mlp": ("big_mlp.onnx", "big_mlp.onnx.data", big_mlp, {"x": "1x4096"}),
+        # the same 512 MiB inside the .onnx file, as an exporter writes a model under 2 GB
+        "big_mlp_inline": ("big_mlp_inline.onnx", "big_mlp_inline.onnx", lambda p: big_mlp(p, external=False), {"x": "1x4096"}),
+        # 6,000 small tensors in a chain of 6,000 nodes: what each tensor and node costs
+        "deep_mlp": ("deep_mlp.onnx", "deep_mlp.onnx", deep_mlp, {"x": "16x96"}),
+    }
+    out = {}
+    for key, (name, marker, build, shapes) in built.items():
+        if only and key not in only:
+            continue
+        if not (CACHE / marker).exists():
+            build(CACHE / name)
+        out[key] = (CACHE / name, shapes)
     if models_dir:
         real = {
             "bert_tiny": ("transformers/bert_tiny_random_legacy_op17.onnx", {"input_ids": "1x128", "attention_mask": "1x128"}),
@@ -64,11 +76,37 @@ def models(models_dir: Path | None) -> dict[str, tuple[Path, dict[str, str]]]:
             "ppocr_det_800": ("pip/rapidocr-onnxruntime-1.4.4/ch_PP-OCRv4_det_infer.onnx", {"x": "1x3x800x608"}),
         }
         for k, (rel, shapes) in real.items():
+            if only and k not in only:
+                continue
             if (models_dir / rel).exists():
                 out[k] = (models_dir / rel, shapes)
             else:
                 print(f"note: {rel} not in {models_dir}; {k} skipped", file=sys.stderr)
     return out
+
+
+def model_digest(path: Path) -> str:
+    """A digest of the model's bytes and of every external data file it names (a weight changed in the .data file
+    leaves the .onnx as it was)."""
+    import onnx
+
+    h = hashlib.blake2b(path.read_bytes(), digest_size=8)
+    def tensors(g):  # initializers and Constant values, in subgraphs too
+        yield from g.initializer
+        for n in g.node:
+            for a in n.attribute:
+                yield from ([a.t] if a.HasField("t") else []) + list(a.tensors)
+                for sub in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                    yield from tensors(sub)
+
+    m = onnx.load(str(path), load_external_data=False)
+    files = sorted({e.value for t in tensors(m.graph) for e in t.external_data if e.key == "location"})
+    for f in files:
+        h.update(f.encode())
+        with open(path.parent / f, "rb") as data:
+            for block in iter(lambda: data.read(1 << 24), b""):
+                h.update(block)
+    return h.hexdigest()
 
 
 def polygraphy_bin() -> list[str] | None:
@@ -110,8 +148,24 @@ os.write(fd, f"{time.perf_counter() - t0} {usage.ru_maxrss * 1024} {os.waitstatu
 CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-def once(cmd: list[str]) -> tuple[float, int]:
-    """One whole process of ``cmd``: (wall seconds, peak RSS bytes)."""
+def diff_verdict(err: str) -> bool:
+    """Whether an exit code of 1 is onnxprobe diff's FAIL verdict (a result), not an error (exit 1 too: a model it
+    refuses, a crash), which says itself on stderr."""
+    return "onnxprobe: error:" not in err and "Traceback (most recent call last)" not in err
+
+
+def polygraphy_verdict(err: str) -> bool:
+    """Whether an exit code of 1 is Polygraphy's failed comparison (its last line, which ``poly_diff_all`` sends to
+    stderr: "[E] FAILED | Runtime: ..."), not one of its errors (exit 1 too, with a traceback)."""
+    last = err.strip().splitlines()[-1:] or [""]
+    return "FAILED | Runtime" in last[0] and "Traceback (most recent call last)" not in err
+
+
+def once(cmd: list[str], verdict=None) -> tuple[float, int]:
+    """One whole process of ``cmd``: (wall seconds, peak RSS bytes). It must exit 0; exit 1 counts only where it is a
+    comparison's verdict (``verdict(stderr)`` says so: diff's FAIL, Polygraphy's FAILED). Any other exit, or a
+    traceback, is a RuntimeError: a crashed or refused run timed as a result made a baseline of a process that did
+    nothing (plain.py crashing on a float16 input read as a 1.1 s baseline)."""
     r, w = os.pipe()
     p = subprocess.Popen([sys.executable, "-I", "-S", "-c", LAUNCHER, str(w), *cmd], stdout=subprocess.DEVNULL,
                          stderr=subprocess.PIPE, pass_fds=(w,), env=CHILD_ENV)
@@ -124,9 +178,17 @@ def once(cmd: list[str]) -> tuple[float, int]:
     if p.returncode != 0 or len(report) != 3:
         raise RuntimeError(f"{' '.join(cmd[:6])}...: the launcher failed ({err.strip().splitlines()[-1:]})")
     wall, rss, code = float(report[0]), int(report[1]), int(report[2])
-    if code not in (0, 1):  # diff exits 1 when an output fails: that is a result, not an error
-        raise RuntimeError(f"{' '.join(cmd[:6])}... exited {code}: {err.strip().splitlines()[-1:] if err.strip() else ''}")
+    result = code == 0 or (code == 1 and verdict is not None and verdict(err))
+    if not result or "Traceback (most recent call last)" in err:
+        last = err.strip().splitlines()[-1] if err.strip() else "nothing on stderr"
+        raise RuntimeError(f"{' '.join(cmd[:6])}... exited {code}: {last}")
     return wall, rss
+
+
+def verdict_of(op: str):
+    """How an exit code of 1 of ``op`` is told from an error: diff's and Polygraphy's comparisons end with 1 when
+    they find a difference; nothing else may."""
+    return polygraphy_verdict if op == "poly_diff_all" else diff_verdict if op.startswith("diff") else None
 
 
 def measure(ops: dict[str, list[str]], repeat: int, label: str = "") -> dict[str, dict]:
@@ -142,7 +204,7 @@ def measure(ops: dict[str, list[str]], repeat: int, label: str = "") -> dict[str
             if op in failed:
                 continue
             try:
-                run = once(cmd)
+                run = once(cmd, verdict_of(op))
             except RuntimeError as e:
                 failed[op] = str(e)
                 print(f"  {op} failed: {e}", file=sys.stderr)
@@ -207,17 +269,27 @@ def main() -> None:
     ap.add_argument("--only", nargs="*", help="model keys to run")
     ap.add_argument("--readme", action="store_true", help="write the table into README.md (between its bench markers)")
     args = ap.parse_args()
+    # refused before anything is measured: a run of minutes lost to a typo, or a README table cut to a part
+    unknown = sorted(set(args.only or ()) - set(SYNTHETIC) - set(REAL))
+    if unknown:
+        ap.error(f"--only: no model {', '.join(unknown)}; the models are {', '.join(SYNTHETIC + REAL)}")
+    if args.repeat < 1:
+        ap.error(f"--repeat {args.repeat}: give at least 1 round (the medians are of the timed rounds)")
+    if args.readme and (args.only or args.no_polygraphy or args.models is None):
+        ap.error("--readme writes the README's whole table: run every model (no --only), with Polygraphy and --models "
+                 "(or $ONNXPROBE_MODELS)")
+    if not args.json.parent.is_dir():
+        ap.error(f"--json {args.json}: folder {args.json.parent} does not exist")
     sys.path.insert(0, str(HERE))
     from models import check_perturbed, perturbed  # noqa: E402
 
     compile_bytecode()
     poly = None if args.no_polygraphy else polygraphy_bin()
     results: dict = {"machine": os.uname().machine, "cpus": os.cpu_count(), "repeat": args.repeat, "models": {}}
-    for key, (path, shapes) in models(args.models).items():
-        if args.only and key not in args.only:
-            continue
-        # named by the source's bytes: a model changed since (another version fetched) gets its own copy
-        pert = CACHE / f"{key}_{hashlib.blake2b(path.read_bytes(), digest_size=8).hexdigest()}_perturbed.onnx"
+    for key, (path, shapes) in models(args.models, args.only).items():
+        # named by the source's bytes, its external data's too: a model changed since (another version fetched,
+        # big_mlp's weights made again beside an unchanged .onnx) gets its own copy
+        pert = CACHE / f"{key}_{model_digest(path)}_perturbed.onnx"
         if not pert.exists():
             perturbed(path, pert)
         print(f"{key}: {check_perturbed(path, pert, {k: tuple(int(d) for d in v.split('x')) for k, v in shapes.items()})}",
@@ -237,11 +309,12 @@ def main() -> None:
             out_json = str(CACHE / f"{key}_poly_outputs.json")
             ops["poly_layers"] = [*base[:2], str(path), *base[2:], "--onnx-outputs", *probes]
             ops["poly_layers_all"] = [*base[:2], str(path), *base[2:], "--onnx-outputs", "mark", "all"]
-            # Polygraphy compares two models in two processes: save A's outputs, then run B against them
-            ops["poly_diff_all"] = ["bash", "-c", " ".join(
-                [f"'{a}'" for a in [*base[:2], str(path), *base[2:], "--onnx-outputs", "mark", "all", "--save-outputs", out_json]]
-                + ["&&"] + [f"'{a}'" for a in [*base[:2], str(pert), *base[2:], "--onnx-outputs", "mark", "all", "--load-outputs", out_json]]
-                + ["; test $? -le 1"])]  # it exits 1 when the outputs differ, as ours does
+            # Polygraphy compares two models in two processes: save A's outputs (which must succeed), then run B
+            # against them; B exits 1 when the outputs differ, as ours does, and on its errors too: its last line
+            # (on stderr here) tells them apart (polygraphy_verdict). Every word quoted for the shell (shlex).
+            save = shlex.join([*base[:2], str(path), *base[2:], "--onnx-outputs", "mark", "all", "--save-outputs", out_json])
+            load = shlex.join([*base[:2], str(pert), *base[2:], "--onnx-outputs", "mark", "all", "--load-outputs", out_json])
+            ops["poly_diff_all"] = ["bash", "-c", f"set -o pipefail; {save} || exit 90; {load} | tail -n 1 >&2"]
         res = measure(ops, args.repeat, label=f"{key}: ")
         plain = res.get("plain", {})
         for op, r in res.items():

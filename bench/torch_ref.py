@@ -39,7 +39,11 @@ def timed(cmd: list[str], repeat: int) -> float:
         t = time.perf_counter()
         r = subprocess.run(cmd, check=False, capture_output=True, text=True)
         times.append(time.perf_counter() - t)
-        if r.returncode not in (0, 1):
+        # diff exits 1 with a FAIL verdict, a result; exit 1 is also its errors (said as "onnxprobe: error:") and a
+        # crash (a traceback): those are no timing
+        failed = r.returncode not in (0, 1) or (r.returncode == 1 and ("onnxprobe: error:" in r.stderr
+                                                                         or "Traceback (most recent call last)" in r.stderr))
+        if failed:
             raise SystemExit(f"{' '.join(cmd)} failed: {r.stderr.strip()[-300:]}")
     return statistics.median(times)
 
