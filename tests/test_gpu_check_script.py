@@ -63,3 +63,16 @@ def test_cuda_agree_with_no_model_found_compared_nothing(tmp_path, monkeypatch):
     monkeypatch.setattr(cuda_agree, "cuda_usable", lambda: True)
     monkeypatch.setenv("ONNXPROBE_MODELS", str(tmp_path))
     assert cuda_agree.main() == 2
+
+
+@no_gpu
+def test_without_a_gpu_stack_a_pytest_failure_is_not_called_a_skip(tmp_path):
+    """The GPU tests failing to run at all (here: a copy of the script beside no tests/ folder, pytest exit 4)
+    was reported as 'the GPU tests skipped', exit 3: pytest's own code is kept, and said."""
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "bench" / "gpu_check.sh").write_text((ROOT / "bench" / "gpu_check.sh").read_text())
+    r = subprocess.run(["bash", str(tmp_path / "bench" / "gpu_check.sh")], capture_output=True, text=True, timeout=300,
+                       env=_env(PY=sys.executable, SKIP_INSTALL="1", PYTHONPATH=str(ROOT)), cwd="/")
+    out = r.stdout + r.stderr
+    assert r.returncode not in (0, 3), out[-2000:]
+    assert "did not all skip" in out and "the GPU tests skipped" not in out, out[-2000:]
