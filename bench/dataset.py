@@ -73,6 +73,10 @@ def main() -> None:
     ap.add_argument("--workers", type=int, nargs="*", default=[1, 2])
     ap.add_argument("--repeat", type=int, default=1)
     args = ap.parse_args()
+    if args.batches < 16:  # a batch's own cost is measured as the full set's time less that of its first eighth
+        ap.error(f"--batches {args.batches}: give at least 16, so that the first eighth is a smaller set")
+    if args.repeat < 1:
+        ap.error(f"--repeat {args.repeat}: give at least 1")
     from onnxprobe import api
 
     a, b, name, shape = pair(args.models)
@@ -103,6 +107,9 @@ def main() -> None:
         per = ex.run_seconds / args.batches
         worst = max((abs(x.metrics.sqnr_db - y.metrics.sqnr_db) for x, y in zip(res.results, local.results)
                      if x.metrics is not None and math.isfinite(x.metrics.sqnr_db)), default=0.0)
+        if len(res.results) != len(local.results) or worst > 1e-6:  # said to agree: checked, not only printed
+            raise SystemExit(f"Ray with {w} worker(s) does not agree with one process: {len(res.results)} pairs against "
+                             f"{len(local.results)}, max |dSQNR| {worst:.1e} dB")
         print(f"{f'Ray, {w} worker' + ('s' if w > 1 else ''):<16} total {total:7.2f} s   {1000 * per:7.1f} ms/batch   "
               f"{t_local / total:.2f}x   (start {ex.startup_seconds:.1f} s, batches {ex.run_seconds:.2f} s, "
               f"stop {stop:.1f} s; max |dSQNR| vs one process {worst:.1e} dB)")

@@ -355,7 +355,13 @@ def rows(results: dict) -> list[list[str]]:
                 continue
 
             def f(k, fmt="{:.2f}"):
-                return fmt.format(r[k]) if k in r else ""
+                if k not in r:
+                    return ""
+                # a ratio just over its goal keeps a third digit: "2.00" beside MISSED (<=2.0x) read as a contradiction
+                goals = TARGETS.get(op, (None, None))
+                limit = goals[0] if k == "wall_vs_plain" else goals[1] if k == "rss_vs_plain" else None
+                close = limit is not None and r[k] != limit and fmt.format(r[k]) == fmt.format(limit)
+                return ("{:.3f}" if close else fmt).format(r[k])
 
             out.append([key, op, f("wall_s", "{:.3f}"), f"{r['rss_bytes'] / 2**20:.0f}", f("wall_vs_plain"), f("rss_vs_plain"),
                         f("wall_vs_polygraphy"), f("rss_vs_polygraphy"), goal(op, r)])

@@ -88,3 +88,11 @@ def test_flags_are_checked_before_anything_is_measured(args, said, tmp_path):
     r = subprocess.run([sys.executable, str(tmp_path / "bench" / "run.py"), "--no-polygraphy", *args], capture_output=True,
                        text=True, timeout=60)
     assert r.returncode == 2 and said in r.stderr, r.stderr
+
+
+def test_a_ratio_just_over_its_goal_keeps_a_third_digit():
+    """'2.00' beside 'MISSED (<=2.0x wall)' read as a contradiction (2.004 rounded)."""
+    run = _run_module()
+    row = run.rows({"models": {"m": {"layers_all": {"wall_s": 1.0, "rss_bytes": 2**20, "wall_vs_plain": 2.004,
+                                                     "rss_vs_plain": 1.05}}}})[0]
+    assert row[4] == "2.004" and row[5] == "1.05" and row[-1].startswith("MISSED"), row
