@@ -261,7 +261,15 @@ TEST_RUN_SETTINGS = ("ONNXPROBE_MODELS", "ONNXPROBE_SCREENSHOTS")
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: writes and runs a model over 2 GB (about a minute); part of the default run")
     import os
+    import signal
     import tempfile
+
+    # Ctrl-C as a terminal delivers it, also where the run was started in the background of a shell without job
+    # control (`pytest &` in a script), which starts it with SIGINT ignored, a disposition every subprocess
+    # inherits: the tests that interrupt a command (one sends SIGINT to its child) hung until their timeout. A
+    # Python handler is not inherited across exec: the children start with the default, as from a terminal.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
     for name in list(os.environ):
         # the user's own onnxprobe settings (ONNXPROBE_DEBUG=1 printed tracebacks where the tests want one line;
