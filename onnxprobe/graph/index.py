@@ -135,21 +135,23 @@ class GraphIndex:
             return self._at(int(key))
         k = as_typed(str(key).strip(), self.by_name)
         if k.startswith("#") and k[1:].lstrip("-").isdigit():
-            return self._at(int(k[1:]))  # '#N' is an index, even beside a node named '#N'
+            return self._at(int(k[1:]), given=True)  # '#N' is an index, even beside a node named '#N'
         if k in self.shared_nodes:
             raise ambiguous_node(k, self.shared_nodes[k])
         site = self.by_name.get(k)
         if k.lstrip("-").isdigit():
             i = int(k)
-            if site is not None and -len(self.sites) <= i < len(self.sites) and self.sites[i] is not site:
+            if site is not None and 0 <= i < len(self.sites) and self.sites[i] is not site:
                 raise index_or_name(k, i, site.index)
-            return site if site is not None else self._at(i)
+            return site if site is not None else self._at(i, given=True)
         if site is not None:
             return site
         raise UsageError(f"no node named {k!r}")
 
-    def _at(self, i: int):
-        if -len(self.sites) <= i < len(self.sites):
+    def _at(self, i: int, given: bool = False):
+        """The node at index ``i``; ``given``: as a user wrote it (#N, N), counted from 0 only: #-1 is no node (it was
+        the last one, Python's way, where the message says 0..N-1)."""
+        if (0 if given else -len(self.sites)) <= i < len(self.sites):
             return self.sites[i]
         raise UsageError(f"node index {i} out of range (the model has {len(self.sites)} nodes, 0..{len(self.sites) - 1})")
 
