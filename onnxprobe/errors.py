@@ -322,7 +322,17 @@ def hinted_setting_error(cls: type[OnnxProbeError], what: tuple[str, str], rest:
 
 def debug_enabled() -> bool:
     """ONNXPROBE_DEBUG=1: show tracebacks instead of one-line errors."""
-    return os.environ.get("ONNXPROBE_DEBUG", "") not in ("", "0")
+    return env_switch("ONNXPROBE_DEBUG")
+
+
+OFF_WORDS = ("", "0", "false", "no", "off")  # what turns a switch in the environment off, in any case
+
+
+def env_switch(name: str) -> bool:
+    """Whether the environment's switch ``name`` is on (ONNXPROBE_DEBUG, ONNXPROBE_NO_CACHE, ONNXPROBE_KEEP_MALLOC):
+    unset, empty, 0, false, no and off are off (ONNXPROBE_NO_CACHE=false turned the cache off: any value but "" and "0"
+    read as on); any other value is on."""
+    return os.environ.get(name, "").strip().lower() not in OFF_WORDS
 
 
 _own_process = [False]

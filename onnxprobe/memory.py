@@ -25,7 +25,9 @@ MAX_MMAP_THRESHOLD = 32 * 2**20  # glibc's DEFAULT_MMAP_THRESHOLD_MAX on 64-bit:
 
 @functools.lru_cache(maxsize=None)
 def _libc():
-    if os.environ.get("ONNXPROBE_KEEP_MALLOC") or not os.path.exists("/proc/self"):
+    from onnxprobe.errors import env_switch
+
+    if env_switch("ONNXPROBE_KEEP_MALLOC") or not os.path.exists("/proc/self"):
         return None
     try:
         import ctypes

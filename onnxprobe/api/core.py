@@ -393,7 +393,7 @@ def layers_dataset(model: Model | str | os.PathLike, inputs: str | os.PathLike |
             acc["first"] = part
         acc["count"] += 1
 
-    executor = run_batches(factory, src, merge, ray=ray, progress=progress)
+    executor = run_batches(factory, src, merge, ray=ray, progress=progress, cache=config is None or config.cache)
     first: LayersPartial = acc["first"]
     plan_ = ProbePlan(model.proto, list(first.probes), model.source, list(first.warnings), base=model.proto)
     notes = src.notes + acc["notes"] + list(model.warnings) + plan_.warnings + executor.notes()

@@ -141,7 +141,7 @@ def diff_dataset(
     else:
         factory = _Here(DiffWorker(a_model, plan))
     pool = Pool(plan)
-    executor = run_batches(factory, src, lambda i, label, part: pool.add(part), ray=ray, progress=progress)
+    executor = run_batches(factory, src, lambda i, label, part: pool.add(part), ray=ray, progress=progress, cache=config.cache)
     res = pool.result()
     res.executor = executor
     res.notes[:0] = src.notes + load_notes(a_model, res.b.model if b is not None else None)  # B's too, by side

@@ -25,6 +25,7 @@ from onnxprobe.errors import OnnxProbeError, UsageError, setting_error, settings
 from onnxprobe.graph.model import Model, as_model
 from onnxprobe.graph.select import Selection
 from onnxprobe.runtime import feeds as _feeds
+from onnxprobe.runtime import plan_cache
 from onnxprobe.runtime.budget import probe_within
 from onnxprobe.runtime.ray_pool import RayOptions
 from onnxprobe.runtime.runners import check_usable
@@ -134,6 +135,7 @@ def grad_dataset(model: Model | str | os.PathLike, inputs: str | os.PathLike | N
     config = config or RunConfig(opt_level=GRAD_OPT_LEVEL)
     model, ray, max_memory, progress = as_model(model), as_ray(ray), as_max_memory(max_memory), as_progress(progress)
     check_usable("ort", config.device)  # CUDA not usable here: said before the backward graph is built
+    plan_cache.enabled(config.cache)  # its settings refused once, not as the first batch's failure (run_batches)
     src = source(model, inputs, inputs_from)
     here = GradWorker(model, selection, config, spec, max_memory=max_memory)
     first = first_arrays(src, here.specs)  # the plan is made for its shapes
@@ -173,7 +175,7 @@ def grad_dataset(model: Model | str | os.PathLike, inputs: str | os.PathLike | N
             acc["first"], acc["info"] = index, part.info
         acc["count"] += 1
 
-    executor = run_batches(factory, src, merge, ray=ray, progress=progress)
+    executor = run_batches(factory, src, merge, ray=ray, progress=progress, cache=config.cache)
     n = acc["count"]
     if not n:
         raise UsageError(f"every batch of the dataset is empty ({len(acc['empty'])}): an empty batch has no loss to "

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from onnxprobe import __version__
-from onnxprobe.errors import UsageError
+from onnxprobe.errors import UsageError, env_switch
 from onnxprobe.fileio import expand_home, home, umask
 from onnxprobe.text import clip, quote
 from onnxprobe.types import Probe, TensorRef
@@ -79,7 +79,7 @@ def _broken_link(d: Path) -> tuple[Path, str] | None:
 def enabled(config_cache: bool = True) -> bool:
     """Whether the cache is used; raises UsageError when ``$ONNXPROBE_CACHE_SIZE`` cannot be read or the
     cache's folder is a file (a setting a user made and that would otherwise be ignored without a word)."""
-    on = config_cache and os.environ.get("ONNXPROBE_NO_CACHE", "") in ("", "0")
+    on = config_cache and not env_switch("ONNXPROBE_NO_CACHE")
     if on:
         size_limit()
         d = cache_dir()
