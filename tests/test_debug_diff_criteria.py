@@ -51,7 +51,7 @@ def test_debug_diff_takes_the_criterion_flags_of_diff(pair, flags, tmp_path):
     assert cli.exit_code in (0, 1), cli.output
     r = runner.invoke(app, ["debug", a, b, "--script", "-"], env=ENV,
                       input=f"diff --all {' '.join(flags)} --json {tmp_path / 'dbg.json'}\n")
-    assert r.exit_code == 0, r.output
+    assert r.exit_code == cli.exit_code, r.output  # a failing verdict fails the script as it fails the command
     want, got = json.loads((tmp_path / "cli.json").read_text()), json.loads((tmp_path / "dbg.json").read_text())
     assert verdicts(got) == verdicts(want) and got["criterion"] == want["criterion"] and got["verdict"] == want["verdict"]
     if flags[:1] == ["--atol"]:  # the oracle: each tensor's max|a-b| against its tolerance (y's own where given)
@@ -65,7 +65,7 @@ def test_debug_diff_criteria_change_the_table_and_what_diff_caches(pair):
     r = runner.invoke(app, ["debug", a, b, "--script", "-"], env=ENV,
                       input="diff --all --format csv --columns tensor,pass\ndiff --all --atol 0.05 --format csv --columns tensor,pass\n"
                             "diff --all --format csv --columns tensor,pass\n")
-    assert r.exit_code == 0, r.output
+    assert r.exit_code == 1, r.output  # two of the diffs fail (a failing verdict fails the script, as the command)
     rows = [line for line in r.stdout.splitlines() if line.startswith(("s,", "y,"))]
     assert [row.split(",")[1] for row in rows] == ["false", "false", "true", "true", "false", "false"], r.stdout
 
@@ -87,7 +87,7 @@ def test_debug_diff_shows_the_judged_metric_column_as_diff_does(pair):
     flags = ["--all", "--metric", "rmse", "--atol", "0.011", "--format", "csv", "--columns", "tensor,rmse,pass"]
     cli = runner.invoke(app, ["diff", a, b, *flags], env=ENV)
     r = runner.invoke(app, ["debug", a, b, "--script", "-"], env=ENV, input="diff " + " ".join(flags) + "\n")
-    assert cli.exit_code == 1 and r.exit_code == 0, (cli.output, r.output)
+    assert cli.exit_code == 1 and r.exit_code == 1, (cli.output, r.output)
     rows = {line.split(",")[0]: line.split(",")[1:] for line in r.stdout.splitlines() if line.startswith(("s,", "y,"))}
     assert rows == {line.split(",")[0]: line.split(",")[1:] for line in cli.stdout.splitlines() if line.startswith(("s,", "y,"))}
     for name, shift in (("s", SHIFT["s"]), ("y", SHIFT["s"] + SHIFT["y"])):  # every element differs by the shift
@@ -128,7 +128,7 @@ def test_debug_diff_columns_ask_for_a_metric_it_is_not_judged_by_as_diff_does(pa
     flags = ["--all", "--format", "csv", "--columns", "tensor,rmse,mean_abs,pass"]
     cli = runner.invoke(app, ["diff", a, b, *flags], env=ENV)
     r = runner.invoke(app, ["debug", a, b, "--script", "-"], env=ENV, input="diff " + " ".join(flags) + "\n")
-    assert cli.exit_code == 1 and r.exit_code == 0, (cli.output, r.output)
+    assert cli.exit_code == 1 and r.exit_code == 1, (cli.output, r.output)
     rows = {line.split(",")[0]: line.split(",")[1:] for line in r.stdout.splitlines() if line.startswith(("s,", "y,"))}
     for name, shift in (("s", SHIFT["s"]), ("y", SHIFT["s"] + SHIFT["y"])):  # every element differs by the shift
         assert abs(float(rows[name][0]) - shift) < 1e-6 and abs(float(rows[name][1]) - shift) < 1e-6, rows

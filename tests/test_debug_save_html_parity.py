@@ -51,7 +51,7 @@ def test_after_a_diff_writes_the_diff_page(tmp_path):
     a, b = log_of_scaled_models(tmp_path)
     mine, cli = tmp_path / "d.html", tmp_path / "c.html"
     r = _debug(tmp_path, [a, b], ["diff --all", f"save html {shlex.quote(str(mine))}"])
-    assert r.exit_code == 0, r.output
+    assert r.exit_code == 1, r.output  # the diff fails, as the command's below
     c = runner.invoke(app, ["diff", a, b, "--all", "--device", "cpu", "--html", str(cli)], env=ENV)
     assert c.exit_code == 1, c.output  # log 2 apart: the pairs fail
     assert len(rows(mine)) > 1 and rows(mine) == rows(cli)
@@ -61,7 +61,7 @@ def test_after_a_grad_step_the_stale_diff_is_not_written_and_the_line_says_why(t
     a, b = log_of_scaled_models(tmp_path)
     mine = tmp_path / "d.html"
     r = _debug(tmp_path, [a, b], ["diff --all", "grad", f"save html {shlex.quote(str(mine))}"])
-    assert r.exit_code == 0, r.output
+    assert r.exit_code == 1, r.output  # the diff fails
     said = [ln for ln in r.output.splitlines() if "wrote the report" in ln]
     assert len(said) == 1 and "run `diff` first" in said[0], r.output
     heads = rows(mine)[0]

@@ -50,7 +50,8 @@ def debug(
     options mean the same as in `layers` and set the session's starting probes and inputs.
 
     With --script FILE the same commands run one per line, output on stdout; a failing line prints its
-    error on stderr and the script goes on; the exit code is 1 when any line failed.
+    error on stderr and the script goes on; the exit code is 1 when any line failed, or a `diff` line's verdict
+    failed (as `onnxprobe diff` exits).
 
     Examples:
 

@@ -111,8 +111,10 @@ def banner(state: State) -> list:
 
 
 def run_script(state: State, lines: Iterable[str], out: Console, *, echo: bool = False) -> int:
-    """Run lines one by one; returns the number of lines that failed. KeyboardInterrupt propagates, and so does
-    the OSError of a stdout that takes nothing (not a pipe whose reader left)."""
+    """Run lines one by one; returns the number of lines that failed: an error, or a verdict that fails or is an
+    error (a `diff` whose outputs FAIL: its table says so, as `onnxprobe diff`'s does, and the exit code is 1 as
+    its is). KeyboardInterrupt propagates, and so does the OSError of a stdout that takes nothing (not a pipe
+    whose reader left)."""
     env = C.Env(state, out.width, prompt=False)
     failed = 0
     for n, line in enumerate(lines, 1):
@@ -121,7 +123,7 @@ def run_script(state: State, lines: Iterable[str], out: Console, *, echo: bool =
             continue
         if echo:
             out.print(Text(f"> {text}", style="bold"), soft_wrap=False)
-        env.width = out.width
+        env.width, env.verdict = out.width, None
         try:
             items = C.execute(env, text)
         except C.Quit:
@@ -142,6 +144,7 @@ def run_script(state: State, lines: Iterable[str], out: Console, *, echo: bool =
             show(out, items)  # raised to the caller, as on any command (it read 'line N: internal error' each line)
         except BrokenPipeError:  # the reader of stdout has gone (| head): the rest goes nowhere, the script goes on
             to_devnull(sys.stdout)  # (its files are still written), with no error about output nobody reads
+        failed += env.verdict in ("fail", "error")
     return failed
 
 

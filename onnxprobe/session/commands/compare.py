@@ -103,6 +103,7 @@ def cmd_diff(env: Env, args: list[str]):
     json_path, view = pop_json_view(env, "diff", args, COLUMNS + list(JUDGED_COLUMNS.values()) + [PROBLEM])  # as diff's
     res = _diff_result(env, parse_selection(args), criteria=(base, per))
     order = api.sort_results(res.results, sort)
+    env.verdict = res.verdict()[0]  # a script whose diff fails exits 1, as `onnxprobe diff` does
     notes = [Text(f"note: {cli_words(n)}", style="dim") for n in dict.fromkeys(res.notes)]
     one = next((t.label for t in env.state.targets.values() if t.forward is not None), None)
     if one is not None and len({t.forward is None for t in env.state.targets.values()}) == 2:

@@ -32,6 +32,7 @@ class Env:
     state: State
     width: int = 120
     prompt: bool = True  # read at the interactive prompt, where Tab completes names; False: a script's lines
+    verdict: str | None = None  # the verdict of the last line's command that gives one (diff): a script's exit code
 
 
 RENAMED_OPTIONS = {"grad": {"--output"}}  # old names the command answers with the new one
