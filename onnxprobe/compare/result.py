@@ -229,12 +229,15 @@ def gradient_origin(res: "DiffResult") -> None:
 
 
 def sort_results(results: list[PairResult], key: str) -> list[PairResult]:
-    """Rows in topological order, or worst first by accumulated or introduced SQNR (exact pairs last)."""
+    """Rows in topological order, or worst first by accumulated or introduced SQNR (exact pairs last): a pair whose
+    NaN / Inf positions differ first of all (its SQNR is of its finite values alone, often inf: it sorted behind
+    every passing pair)."""
     if key == "topo":
         return list(results)
 
-    def sq(m: PairMetrics | IntroducedError | None) -> float:
-        return m.sqnr_db if m is not None and not math.isnan(m.sqnr_db) else math.inf
+    def sq(m: PairMetrics | IntroducedError | None) -> tuple[bool, float]:
+        worst = m is not None and m.nonfinite_mismatch > 0
+        return not worst, m.sqnr_db if m is not None and not math.isnan(m.sqnr_db) else math.inf
 
     if key == "accumulated":
         return sorted(results, key=lambda r: sq(r.metrics))

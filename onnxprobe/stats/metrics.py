@@ -204,6 +204,7 @@ class Tolerance:
     # 3e-8 against 1.2 for its weight) is judged at the run's scale, not at its own noise's
     atol_floor: float = 0.0
     given: tuple[str, ...] = field(default=(), compare=False)  # the thresholds flags named (from_flags); see over()
+    metric_only: bool = field(default=False, compare=False)  # flags named the metric alone (from_flags); see over()
     scale: str = ""  # a default's relative atol: how it scales, said after ``why`` ("atol relative to each ...")
     # a default chosen for what is compared: ``describe`` says too which settings change it, in each reader's
     # words (``errors.said``: the API's ``tolerance=Tolerance(...)``, the command line's ``--metric, --atol``)
@@ -279,14 +280,20 @@ class Tolerance:
                    0.0 if atol_only else DEFAULTS["rtol"] if rtol is None else rtol,
                    DEFAULTS["min_sqnr"] if min_sqnr is None else min_sqnr,
                    DEFAULTS["min_cosine"] if min_cosine is None else min_cosine, why=why,
-                   given=given + (("rtol",) if atol_only else ()))  # over() keeps that 0
+                   given=given + (("rtol",) if atol_only else ()),  # over() keeps that 0
+                   metric_only=metric_given and not given)
 
     def over(self, default: "Tolerance") -> "Tolerance":
         """This criterion where flags named only some thresholds of the ``default`` one's metric: the default
         with those thresholds replaced (--atol 1 against a torch export keeps its rtol 1e-4, where the
-        generic 1e-3 took its place); a full criterion (the API's), or another metric, as it is."""
-        if not self.given or self.metric != default.metric:
+        generic 1e-3 took its place); the default's own metric named alone (--metric allclose against a torch export,
+        --metric sqnr on a float16 model) is the default itself: naming what it already judges by changed its
+        thresholds to the generic ones (a tenfold looser rtol against torch, float16's floor dropped); a full
+        criterion (the API's), or another metric, as it is."""
+        if self.metric != default.metric:
             return self
+        if not self.given:
+            return default if self.metric_only else self
         named = ", ".join(f"--{k.replace('_', '-')}" for k in self.given)
         # a given --atol is absolute, as the flag says, whatever the default's atol is a fraction of
         relative = default.atol_relative and "atol" not in self.given
