@@ -287,7 +287,7 @@ class GraphRunner(Runner):
                 st.update(again.stats)
         read_host_refs(host_refs, feeds, base, st, shp, arrays, stats=stats, shapes=shapes, raw=raw)
         if stats and check:
-            self.check_statistics(plan.probes, st)
+            self.check_statistics(plan.probes, st, {o.name: out[o.name] for o in base.graph.output if o.name in out})
             if outputs:
                 self.check_outputs(plan.probes, base, feeds, {o.name: out[o.name] for o in base.graph.output if o.name in out})
         probes = list(plan.probes) + [Probe(ref=r) for r in host_refs]
@@ -336,8 +336,10 @@ class GraphRunner(Runner):
         err.probed_only = True  # run_plan may plan it again
         return err
 
-    def check_statistics(self, probes: list[Probe], stats: dict) -> None:
-        """What this runtime's statistics of these tensors may not tell: notes (``note``); none by default."""
+    def check_statistics(self, probes: list[Probe], stats: dict, outputs: dict | None = None) -> None:
+        """What this runtime's statistics of these tensors may not tell: notes (``note``), and statistics taken
+        again from the values the run returned (``outputs``: the graph's outputs) where the in-graph ones are not
+        of those values; none by default."""
 
     def known_values(self, names: list[str], feeds: dict) -> tuple[dict, list[str]]:
         """({name: value} for the graph inputs (from ``feeds``) and weights among ``names``, the names left

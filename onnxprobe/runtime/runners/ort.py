@@ -17,6 +17,7 @@ from onnxprobe.runtime.feeds import fed
 from onnxprobe.runtime.interrupt import call_interruptibly
 from onnxprobe.runtime.ort import Session, create_session, providers_for, resolve_device, run_bound
 from onnxprobe.runtime.runners.base import GraphRunner
+from onnxprobe.stats.tensor_stats import TensorStats
 from onnxprobe.text import some
 from onnxprobe.types import RunConfig
 
@@ -44,18 +45,24 @@ class OrtRunner(GraphRunner):
         self._last: tuple[list[str], float] = ([], 0.0)  # providers and build time of the last session (not the
         # session itself: an unkept session must be freed before the next one is built)
 
-    def check_statistics(self, probes, stats: dict) -> None:
+    def check_statistics(self, probes, stats: dict, outputs: dict | None = None) -> None:
         """On the CPU, onnxruntime runs float16 ops it has no float16 kernel for in float32, between Casts
         it inserts, and removes the Cast pairs that meet: the float16 rounding (and overflow to Inf past
         ±65504) between two such ops never happens, so a float16 tensor's statistics are of values float16
-        cannot hold (QA: a Mul by 60000 read max 570,937 where float16 gives Inf). The model's outputs are
-        what onnxruntime computes, so the probes read the tensors as it does; the note says so."""
+        cannot hold (QA: a Mul by 60000 read max 570,937 where float16 gives Inf). Inside the graph the probes
+        read the tensors as onnxruntime computes them; the note says so. A model output is rounded to float16
+        where it leaves the run (``outputs``, the values returned): its statistics are taken from those, or a
+        model whose output onnxruntime returns all Inf read finite, '0 with NaN/Inf'."""
         if self.device != "cpu":
             return
         half = [p.ref.name for p in probes if p.ref.dtype == "float16" and (p.stats_output or p.stats_on_host)]
         if half and self._fallback is None:
             self._fallback = fallback_half(self.model, {p.ref.name for p in probes if p.ref.dtype == "float16"})
         half = [n for n in half if self._fallback is True or n in self._fallback]  # (a model of Identity/Reshape: none)
+        returned = {p.ref.name for p in probes if not p.ref.scope and p.ref.name in half and p.ref.name in (outputs or {})}
+        for n in returned:
+            stats[n] = TensorStats.from_array(np.asarray(outputs[n]))
+        half = [n for n in half if n not in returned]
         if not half:
             return
         top = float(np.finfo(np.float16).max)  # 65504
