@@ -76,8 +76,10 @@ def cmd_input(env: Env, args: list[str]):
             if len(rest) == 2:
                 what = f"input {name} random {rest[1]}"
                 shape = api.parse_dims(rest[1], what)
-                for spec in (s for t in st.targets.values() for s in st.specs(t) if s.name == name):
-                    api.check_shape(spec, shape, what)  # named as the user wrote it, not as the --shape flag
+                # named as the user wrote it, not as the --shape flag; against the model as loaded (a backward graph,
+                # made for the input shapes it was attached at, declares those fixed: set_input drops it, and says so)
+                for spec in (s for t in st.targets.values() for s in st.specs_of(t.forward or t.model) if s.name == name):
+                    api.check_shape(spec, shape, what)
             dropped = st.set_input(name, "random", shape)
         else:
             dropped = st.set_input(name, " ".join(rest))
