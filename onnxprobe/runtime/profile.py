@@ -117,10 +117,13 @@ def profile(model: onnx.ModelProto, feeds: dict, outputs: list[str], *, device: 
     copy, back = named(model)
     with tempfile.TemporaryDirectory(prefix="onnxprobe-profile-") as tmp:
         ran = os.path.join(tmp, "optimized.onnx")
+        # with onnxruntime's memory arena, kept over the runs, as a plain session runs: without it (a one-run
+        # session's way, which hands the memory back) every timed run paid fresh page faults on each large
+        # output, and a Relu writing 4 MB read ten times its kernel's time in onnxruntime's own profile
         session = create_session(copy, device=device, opt_level=opt_level, profile_prefix=os.path.join(tmp, "run"),
-                                 optimized_path=ran, weights=weights)
+                                 optimized_path=ran, weights=weights, arena=True)
         for _ in range(1 + max(1, runs)):  # the first run allocates and warms caches: not timed
-            run_bound(session, feeds, outputs)
+            run_bound(session, feeds, outputs, shrink=False)  # the arena's blocks kept from one run to the next
         path = session.sess.end_profiling()
         with open(path) as f:
             events = json.load(f)
