@@ -31,3 +31,21 @@ def test_the_profiled_session_keeps_its_arena_over_the_runs(monkeypatch):
     assert prof is not None and made and ran
     assert all(made), made  # the arena on: a plain session's
     assert not any(ran), ran  # and its blocks kept between the timed runs
+
+
+def test_a_body_node_the_model_named_like_a_probe_keeps_its_time(tmp_path):
+    """A Loop body's MatMul named 'onnxprobe/body_matmul' by the model was taken for a probe (only the main graph's
+    node names counted as the model's own): its row read no time."""
+    import onnx
+
+    from onnxprobe.graph.walk import all_graphs
+
+    m = onnx.load(str(sample_path("control_flow")))
+    body = next(n for g in list(all_graphs(m.graph))[1:] for n in g.node if n.op_type == "MatMul" and "body" in n.name)
+    body.name = "onnxprobe/body_matmul"
+    onnx.save(m, tmp_path / "m.onnx")
+    model = api.load(tmp_path / "m.onnx")
+    res = api.layers(model, api.Selection(all=True))
+    prof = api.profile_layers(model, res, res.feed)
+    row = prof.rows.get(body.output[0])
+    assert row is not None and row.kernel_ms is not None and row.plain_ms is not None, prof.rows

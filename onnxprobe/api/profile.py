@@ -15,7 +15,7 @@ import numpy as np
 
 from onnxprobe.errors import UsageError, settings_error
 from onnxprobe.api.inputs import ModelLike
-from onnxprobe.runtime.profile import RUNS, Profile, profile
+from onnxprobe.runtime.profile import RUNS, Profile, own_node_names, profile
 from onnxprobe.types import ProbeResult, RunConfig
 
 
@@ -88,7 +88,7 @@ def profile_layers(model: ModelLike, result: ProbeResult, feed: dict[str, np.nda
     plain = profile(model.proto, feed, own, device=device, opt_level=level, runs=runs)
     probe_outputs = [o.name for o in result.plan.model.graph.output]
     probed = profile(result.plan.model, feed, probe_outputs, device=device, opt_level=level, runs=runs,
-                     weights=result.plan.weights, own={n.name for n in model.proto.graph.node if n.name})
+                     weights=result.plan.weights, own=own_node_names(model.proto))
     out = LayersProfile(plain, probed)
     mine, theirs = probed.of_tensor(), plain.of_tensor()
     for ref, _ in result.rows():

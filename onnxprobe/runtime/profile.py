@@ -69,6 +69,12 @@ class Profile:
         return inside | {t: (self.node_ms.get(n), self.fused_into.get(n)) for n, ts in self.outputs.items() for t in ts}
 
 
+def own_node_names(model: onnx.ModelProto) -> set[str]:
+    """The names of the model's own nodes, in its If / Loop / Scan bodies too (a body node the model named
+    'onnxprobe/...' was taken for a probe: its time went to the probes and its row read none)."""
+    return {n.name for g in all_graphs(model.graph) for n in g.node if n.name}
+
+
 def is_probe(name: str, own: frozenset[str] | set[str] = frozenset()) -> bool:
     """A node onnxprobe added (statistics, pair metrics, introduced-error cones): named so, and not one of
     ``own``, the model's own node names (a model may name its nodes 'onnxprobe/...' itself)."""
@@ -113,7 +119,7 @@ def profile(model: onnx.ModelProto, feeds: dict, outputs: list[str], *, device: 
     runs' kernels, each the minimum over them (onnxruntime also writes the graph it ran, which tells what
     each kernel computed). ``own``: the node names of the model a probed copy was made from (default:
     every node of ``model`` is its own)."""
-    own = {n.name for n in model.graph.node if n.name} if own is None else own
+    own = own_node_names(model) if own is None else own
     copy, back = named(model)
     with tempfile.TemporaryDirectory(prefix="onnxprobe-profile-") as tmp:
         ran = os.path.join(tmp, "optimized.onnx")
