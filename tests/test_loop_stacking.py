@@ -63,8 +63,14 @@ def test_saving_values_that_cannot_be_stacked_says_why_and_what_works(tmp_path):
 
 def test_mark_notes_values_a_runtime_may_not_stack(tmp_path):
     m = _model(tmp_path / "m.onnx")
-    r = runner.invoke(app, ["mark", m, "--name", "tb", "-o", str(tmp_path / "marked.onnx")])
+    # one iteration: the branch is taken in each, the copy runs, and the note says what may not stack elsewhere
+    r = runner.invoke(app, ["mark", m, "--name", "tb", "--input", "N=1", "-o", str(tmp_path / "marked.onnx")])
     assert r.exit_code == 0 and "'tb'" in r.stderr and "stacked one per iteration" in r.stderr, r.stderr
+    # iterations that alternate the branches: the copy would not run (its Loop cannot stack 'tb'), so none is
+    # written, and the line says --stats marks it (a copy that no runtime runs was written, exit 0)
+    r = runner.invoke(app, ["mark", m, "--name", "tb", "--input", "N=4", "-o", str(tmp_path / "marked4.onnx")])
+    assert r.exit_code == 1 and "tb" in r.stderr and "--stats marks them" in r.stderr, r.stderr
+    assert not (tmp_path / "marked4.onnx").exists()
     r = runner.invoke(app, ["mark", m, "--name", "tb", "--stats", "-o", str(tmp_path / "stats.onnx")])
     assert r.exit_code == 0 and "stacked" not in r.stderr, r.stderr
 

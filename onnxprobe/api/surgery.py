@@ -18,6 +18,7 @@ from onnxprobe.graph.integrity import (cut_problems, duplicate_producers, graph_
                                        refuse_to_write)
 from onnxprobe.graph.io import check_output_path, ir_notes
 from onnxprobe.graph.walk import in_if_branch
+from onnxprobe.graph.expose import unsure_stack
 from onnxprobe.graph.mark import mark as mark_pass, record, untyped, with_output_types, without_outputs
 from onnxprobe.graph.select import Selection, select
 from onnxprobe.graph.shapes import infer_shapes
@@ -232,15 +233,31 @@ def mark(
     refs = [r for r in chosen if r.kind == "node"]
     # graph inputs and weights: the caller has their values already (fed, or in the model file)
     not_marked = [r for r in chosen if r.kind != "node"]
+    before = list(notes)  # a second marking (below) starts again from these
     model, marked = mark_pass(inferred, refs, stats=stats, warnings=notes)
-    del inferred
     missing = untyped(model, [m.output for m in marked if m.added])
+    # body values a Loop / Scan stacks one per iteration, which it may refuse to stack (mark.unsure_stack): the copy
+    # is run once to see that it runs, where a run types nothing else
+    stacked = [m for m in marked if m.added and m.kind == "raw" and unsure_stack(m.ref)]
     run_failed = None
-    if missing:
+    if missing or stacked:
         in_if = in_if_branch(lazy.proto)
-        found, run_failed = _observe_types(model, lazy, missing, inputs, notes,
+        found, run_failed = _observe_types(model, lazy, missing + [m.output for m in stacked], inputs, notes,
                                            skip_empty={m.output for m in marked if m.ref.name in in_if}, fs=fs)
-        model = with_output_types(model, found)
+        if run_failed and stacked:
+            # an If branch inside a Loop body, a body value whose shape changes between iterations: the copy does not
+            # run (its Loop cannot stack them), and took the model's own outputs with it. Without them, if it runs
+            retry_notes = list(before)
+            kept = [r for r in refs if r not in {m.ref for m in stacked}]
+            model2, marked2 = mark_pass(inferred, kept, stats=stats, warnings=retry_notes)
+            missing2 = untyped(model2, [m.output for m in marked2 if m.added])
+            found2, failed2 = _observe_types(model2, lazy, missing2, inputs, retry_notes, fs=fs) if missing2 else ({}, None)
+            if not failed2:
+                model, marked, missing, found, run_failed, notes = model2, marked2, missing2, found2, None, retry_notes
+                notes.append(f"{len(stacked)} tensor(s) of a Loop or Scan body left out: the copy that stacks them, one "
+                             "per iteration, does not run on these inputs (an If branch not taken in some iteration, a "
+                             "shape that changes between them); --stats marks them: " + some([m.ref.name for m in stacked], 5, str))
+        model = with_output_types(model, {n: t for n, t in found.items() if n in missing})
         failed = [n for n in missing if n not in found]
         if failed:
             model = without_outputs(model, set(failed))
@@ -261,6 +278,7 @@ def mark(
         why = _why_not_added(not_marked, [m.output for m in marked]) or "it selects no node output"
         raise UsageError(f"the selection ({(selection or Selection()).describe()}) adds no output: {why}"
                          + ("; mark adds node outputs" if not_marked else ""))
+    del inferred
     model = record(model, marked)
     notes += _unfused(model, [m.output for m in marked if m.added])
     written = _write_checked(model, lazy, out, path, notes)

@@ -1,0 +1,51 @@
+"""`mark --all` of a model whose Loop body holds an If, the branch taken changing between iterations: the copy
+stacked the branches' tensors one per iteration, which onnxruntime refuses ("Inconsistent shape in loop output"),
+so the copy did not run at all (the model's own output neither), the typing run failed with it and the Loop's own
+output y was left out, exit 0. Those body tensors are left out, said in a note (--stats marks them), and the copy
+runs, the model's outputs as the original's (the oracle: onnxruntime on the original)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto as T
+from onnx import helper as h
+
+from onnxprobe import api
+
+
+def _nest(path):
+    then = h.make_graph([h.make_node("Add", ["acc_in", "hh"], ["t_o"], name="then_add")], "thenb", [],
+                        [h.make_tensor_value_info("t_o", T.FLOAT, ["n"])])
+    other = h.make_graph([h.make_node("Sub", ["acc_in", "hh"], ["e_o"], name="else_sub")], "elseb", [],
+                         [h.make_tensor_value_info("e_o", T.FLOAT, ["n"])])
+    body = h.make_graph([h.make_node("Identity", ["cin"], ["cout"], name="b_cond"),
+                         h.make_node("Cast", ["it"], ["itb"], to=T.BOOL, name="b_cast"),
+                         h.make_node("If", ["itb"], ["acc_out"], name="b_if", then_branch=then, else_branch=other)], "body",
+                        [h.make_tensor_value_info("it", T.INT64, []), h.make_tensor_value_info("cin", T.BOOL, []),
+                         h.make_tensor_value_info("acc_in", T.FLOAT, ["n"])],
+                        [h.make_tensor_value_info("cout", T.BOOL, []), h.make_tensor_value_info("acc_out", T.FLOAT, ["n"])])
+    g = h.make_graph([h.make_node("Relu", ["x"], ["hh"], name="relu"), h.make_node("Neg", ["x"], ["x0"], name="neg"),
+                      h.make_node("Loop", ["trip", "", "x0"], ["y"], name="loop", body=body),
+                      h.make_node("Mul", ["y", "y"], ["z"], name="sq")], "nest",
+                     [h.make_tensor_value_info("x", T.FLOAT, ["n"]), h.make_tensor_value_info("trip", T.INT64, [])],
+                     [h.make_tensor_value_info("z", T.FLOAT, ["n"])])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 18)])
+    m.ir_version = 9
+    onnx.save(m, path)
+    return path
+
+
+def test_branch_tensors_the_loop_cannot_stack_are_left_out_and_the_copy_runs(tmp_path):
+    src = _nest(tmp_path / "nest.onnx")
+    feed = {"x": np.array([-1.5, 0.5, 2.0], np.float32), "trip": np.array(4, np.int64)}
+    res = api.mark(src, tmp_path / "out.onnx", api.Selection(all=True), inputs=api.InputSpec(arrays=feed))
+    outs = {m.ref.name for m in res.marked}
+    assert "y" in outs and not outs & {"t_o", "e_o", "acc_out"}, outs
+    assert any("left out" in n and "--stats" in n for n in res.notes), res.notes
+    want = ort.InferenceSession(str(src), providers=["CPUExecutionProvider"]).run(None, feed)[0]
+    got = ort.InferenceSession(str(tmp_path / "out.onnx"), providers=["CPUExecutionProvider"]).run(None, feed)
+    assert np.array_equal(got[0], want)
+    stats = api.mark(src, tmp_path / "st.onnx", api.Selection(all=True), stats=True, inputs=api.InputSpec(arrays=feed))
+    assert {"t_o", "e_o", "acc_out"} <= {m.ref.name for m in stats.marked}  # what the note offers
