@@ -113,6 +113,7 @@ def find_folds(model: onnx.ModelProto, mod, params: dict[str, np.ndarray], pm: P
     stats = [(b.path, b.module, b.inv, b.gamma, b.beta, b.mean) for b in batchnorm_statistics(mod)]
     if not stats:
         return []
+    order = {path: k for k, (path, _) in enumerate(mod.named_modules())}
     values = {t.name: to_array(t) for t in model.graph.initializer}
     maybe = pm.derived | pm.folds  # initializers no parameter holds as it is
     found: list[Fold] = []
@@ -122,7 +123,7 @@ def find_folds(model: onnx.ModelProto, mod, params: dict[str, np.ndarray], pm: P
         v, vb = values[n.input[1]], values[n.input[2]]
         if v.dtype.itemsize <= 2 or v.ndim < (2 if n.op_type == "Gemm" else 3):
             continue
-        best, ties = None, 0
+        tied: list[tuple] = []  # the candidates that agree best: (frac, p, path, m, inv, gamma, beta, mean, want)
         for p, pv in params.items():
             if pv.shape != v.shape or p in pm.links:
                 continue
@@ -133,11 +134,12 @@ def find_folds(model: onnx.ModelProto, mod, params: dict[str, np.ndarray], pm: P
                 want = pv.astype(np.float64) * per[0]
                 live = (want != 0) | (v != 0)  # zeros agree with any scale: they tell nothing
                 frac = float(_agree(v, want)[live].mean()) if live.any() else 0.0
-                if frac >= 0.5 and (best is None or frac > best[0]):
-                    best, ties = (frac, p, path, m, inv, gamma, beta, mean, want), 0
-                elif best is not None and frac == best[0]:
-                    ties += 1
-        if best is None or ties:
+                if frac >= 0.5 and (not tied or frac > tied[0][0]):
+                    tied = [(frac, p, path, m, inv, gamma, beta, mean, want)]
+                elif tied and frac == tied[0][0]:
+                    tied.append((frac, p, path, m, inv, gamma, beta, mean, want))
+        best = tied[0] if len(tied) == 1 else _next_batchnorm(tied, order)
+        if best is None:
             continue
         frac, p, path, m, inv, gamma, beta, mean, want = best
         cb = p.rpartition(".")[0] + ".bias" if p.endswith(".weight") else None
@@ -162,6 +164,21 @@ def find_folds(model: onnx.ModelProto, mod, params: dict[str, np.ndarray], pm: P
             count[p] = count.get(p, 0) + 1
     folds = [f for f in found if all(count[p] == 1 for p in f.params())]
     return [f for f in folds if sum(g.weight == f.weight or g.bias == f.bias for g in folds) == 1]
+
+
+def _next_batchnorm(tied: list[tuple], order: dict[str, int]) -> tuple | None:
+    """Of candidates that fold one parameter with BatchNorms of the same statistics (fresh ones: every scale
+    1/sqrt(1 + eps)), whose values therefore cannot tell them apart, the BatchNorm registered next after the
+    parameter's module (``Sequential(Conv, BatchNorm, ReLU)``, ``conv1, bn1``), which is the one it feeds; None
+    where the candidates fold other parameters or BatchNorms that differ (ambiguous), or no BatchNorm follows."""
+    if len({t[1] for t in tied}) != 1 or any(not (np.array_equal(t[4] * t[5], tied[0][4] * tied[0][5])
+                                                    and np.array_equal(t[6] - t[7] * t[4] * t[5],
+                                                                       tied[0][6] - tied[0][7] * tied[0][4] * tied[0][5]))
+                                                 for t in tied):
+        return None
+    at = order.get(tied[0][1].rpartition(".")[0], -1)
+    after = [t for t in tied if order.get(t[2], -1) > at]
+    return min(after, key=lambda t: order[t[2]]) if at >= 0 and after else None
 
 
 def _fusable(n: onnx.NodeProto) -> bool:
