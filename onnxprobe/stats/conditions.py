@@ -26,8 +26,11 @@ EXAMPLES = "nan, inf, nonfinite, absmax>1e4, std<1e-6, mean!=0"
 
 
 def stat_value(s: TensorStats, stat: str) -> float:
+    """The statistic ``stat`` of ``s`` a condition compares. min, max, mean... are of the finite values (NaN
+    where there are none); absmax is the largest magnitude of all of them: inf where an Inf is among them
+    (`where absmax>1e30` found nothing in a tensor of +-Inf, nor in a float16 overflow)."""
     if stat == "absmax":
-        return max(abs(s.min), abs(s.max)) if s.finite else math.nan
+        return math.inf if s.inf else max(abs(s.min), abs(s.max)) if s.finite else math.nan
     if stat in ("min", "max") and not s.finite:
         return math.nan
     if stat == "abs_mean":
