@@ -215,7 +215,8 @@ class State(Feeding):
                     else:
                         raise UsageError(f"{n}: no value (a tensor whose type is unknown)")
                 for n, s in res.shapes.items():
-                    r.shapes.setdefault(n, s)
+                    if n not in r.not_run:  # a body that did not run: its placeholder's shape is none of the tensor's
+                        r.shapes.setdefault(n, s)
                 del res
             gone = [n for n in chunk if n in r.not_run]
             if gone and not skip_not_run:
