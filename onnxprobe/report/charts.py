@@ -221,8 +221,14 @@ def histogram_figure(title: str, bins: dict, colour: str = "#1f77b4") -> dict:
     centres = [(a + b) / 2 for a, b in zip(e, e[1:])]
     widths = [b - a for a, b in zip(e, e[1:])]
     extra = [f"{bins[k]} {'NaN' if k == 'nan' else 'Inf'}" for k in ("nan", "inf") if bins.get(k)]
-    fig = go.Figure(go.Bar(x=centres, y=counts, width=widths, marker={"color": colour}, customdata=[math.ldexp(c, -shift) for c in centres],
-                           hovertemplate="%{customdata:.4g}: %{y}<extra></extra>"))
+    # each bar's centre with the digits that tell it from its neighbours: 4 significant ones read every bar of
+    # 1e6 + noise (bins 1e-3 wide) as '1e+06'
+    values = [math.ldexp(c, -shift) for c in centres]
+    step = min((abs(b - a) for a, b in zip(values, values[1:]) if b != a), default=0.0)
+    top = max((abs(v) for v in values), default=0.0)
+    digits = min(17, max(4, math.ceil(math.log10(top / step)) + 2)) if step > 0 and top > 0 and math.isfinite(top / step) else 4
+    fig = go.Figure(go.Bar(x=centres, y=counts, width=widths, marker={"color": colour}, customdata=[f"{v:.{digits}g}" for v in values],
+                           hovertemplate="%{customdata}: %{y}<extra></extra>"))
     if shift:
         ticks = [e[0] * (1 - k / 4) + e[-1] * k / 4 for k in range(5)]  # the last one e[-1] exactly
         fig.update_xaxes(tickvals=ticks, ticktext=[f"{math.ldexp(t, -shift):.3g}" for t in ticks])

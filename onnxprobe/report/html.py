@@ -319,7 +319,11 @@ def html_report(kind: str, d: dict, table: Table, histograms: dict | None = None
     model = d.get("a") if kind == "diff" else d.get("model")
     n = len(table.rows)
     hist_note = ("values of A and the error A − B, " if kind == "diff" else "") + "for the worst rows (NaN/Inf and failures first)"
-    if "batches" in d:  # a dataset's: from the mergeable histogram, not from the values themselves
+    if not histograms:  # the heading promised histograms: say why there are none
+        hist_note = ("none: a diff over a dataset keeps each pair's pooled metrics, not its values" if kind == "diff" and "batches" in d
+                     else "none: every pair is exact, no error to draw" if kind == "diff" and d.get("pairs")
+                     and all(p.get("exact") for p in d["pairs"]) else "none: no row has values to draw")
+    elif "batches" in d:  # a dataset's: from the mergeable histogram, not from the values themselves
         hist_note += ("; over a dataset they are redrawn from the mergeable log2 histogram (32 buckets per octave), so "
                       "a bar's count and the outer edges are within about 3 % of the values, not exact")
     return f"""<!doctype html>
