@@ -70,7 +70,7 @@ def test_batches_that_fail_for_one_reason_say_it_once(tmp_path):
     line = r.stderr.strip()
     assert r.exit_code == 2 and len(line.splitlines()) == 1, r.output
     assert "6 of 6 batches failed" in line and line.count("not in the dataset") == 1, line
-    assert "sample 0, sample 1, sample 2 …" in line, line
+    assert "sample 0, sample 1, sample 2 and 3 more" in line, line
 
 
 def test_files_that_fail_alike_are_named_with_the_reason_once(tmp_path):
@@ -78,7 +78,7 @@ def test_files_that_fail_alike_are_named_with_the_reason_once(tmp_path):
         np.savez(tmp_path / f"f{k}.npz", x=np.zeros((1, 3, 8, 8), np.float64))
     line = _layers(tmp_path).stderr.strip()
     assert "4 of 4 batches failed" in line and line.count("float64") == 1, line
-    assert "f0.npz, f1.npz, f2.npz …" in line, line
+    assert "f0.npz, f1.npz, f2.npz and 1 more" in line, line
 
 
 def test_a_pipeline_whose_samples_all_fail_is_stopped(tmp_path):
