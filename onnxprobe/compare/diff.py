@@ -28,7 +28,7 @@ from onnxprobe.match.concrete import match_for_inputs
 from onnxprobe.match.engine import DIFFERENT_FUNCTION, Matching, Pair, Unmatched
 from onnxprobe.match.observe import Observable
 from onnxprobe.stats.metrics import EXACT_INTEGERS, IntroducedError, PairMetrics, Tolerance, nothing_measured
-from onnxprobe.text import as_typed, matches, quote
+from onnxprobe.text import as_typed, matches, quote, some
 from onnxprobe.types import forward_name
 
 # the criteria of named tensors, as the API (diff's parameter) and the command line (its flags) name them
@@ -94,6 +94,16 @@ def _check_named(per_tensor: dict | None, a: Side, b: Side) -> dict | None:
     return per_tensor
 
 
+def _rules_left_out(per_tensor: dict | None, report: list) -> list[str]:
+    """A note naming the per-tensor rules of tensors the selection does not report: printed in the criterion,
+    applied to nothing, where the user asked for them (a tensor the default selection leaves out)."""
+    shown = {n for p in report for o in (p.a, p.b) for n in (o.name, o.key, o.probe)}
+    left = [n for n in (per_tensor or {}) if n not in shown]
+    return [said(lambda say: f"the per-tensor tolerance{'s' if len(left) > 1 else ''} ({say(PER_TENSOR)}) of "
+                 f"{some(left)} judge{'' if len(left) > 1 else 's'} nothing: the selection leaves "
+                 f"{'them' if len(left) > 1 else 'it'} out, so {'they are' if len(left) > 1 else 'it is'} not compared")] if left else []
+
+
 def _one_rule_per_pair(per_tensor: dict | None, matching) -> None:
     """A pair judged by two per-tensor rules, one under A's name and one under B's, is refused as a tensor
     given twice is: ``DiffPlan.tolerance_of`` took the first and dropped the other in silence."""
@@ -155,6 +165,7 @@ def prepare(a: Side, b: Side, selection: Selection, tolerance: Tolerance | None,
     notes += [n for n in [body_note(inside, "compared by diff", loops_only=True, sealed=sealed)] if n]
     in_b = Selection(selection.ops, selection.names, selection.all, None, selection.include_constants) if selection.range else selection
     notes += stored_weights_note([(a.model.proto, selection)] + ([(b.model.proto, in_b)] if b.model is not a.model else []))
+    notes += _rules_left_out(per_tensor, report)
     unordered, told = unordered_pairs(a.model.proto, b.model.proto, report)
     return DiffPlan(a, b, tolerance, per_tensor, matching, report, sel_b, by_b, with_cones,
                     introduced and not with_cones and b.runner.replays, why_not is None, max_memory, device_metrics,
