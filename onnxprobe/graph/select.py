@@ -314,6 +314,13 @@ def shared_names(sites: list[NodeSite]) -> set[str]:
         for t in s.node.output:
             if t and scopes.setdefault(t, s.scope) != s.scope:
                 shared.add(t)
+    if shared:  # a key that is another tensor's name would stand for both: their numbers were mixed up, silently
+        keyed = {"/".join(s.scope + (t,)): t for s in sites for t in s.node.output if t in shared}
+        clash = next((k for k in keyed if k in scopes and k not in shared), None)
+        if clash is not None:
+            raise ModelError(f"the model names a tensor {quote(clash)}, which is also how onnxprobe names the tensor "
+                             f"{quote(keyed[clash])} of a body (sibling bodies each write one of that name): the two cannot "
+                             "be told apart; rename one of them")
     return shared
 
 
