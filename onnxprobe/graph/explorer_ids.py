@@ -187,7 +187,9 @@ class ExplorerIds:
     graph input, initializer or output name -> (graph id, ``[value] ...`` id); ``outputs``: a node's index ->
     the names of its outputs (what a report's row read by its node index must be one of); ``twins``: a
     flattened If's (graph id, node id) -> its ``<if>_phi`` node's, which the viewer shows the If's output
-    tensors on (the If's own outputs are renamed): what colours the If colours its phi node too."""
+    tensors on (the If's own outputs are renamed): what colours the If colours its phi node too; ``hidden``: the
+    indices of the nodes it does not show (bodies deeper than the main graph's own), whose rows go nowhere (by
+    their name they landed on a shown node writing a tensor of the same name)."""
 
     graphs: dict[str, list[str]]
     nodes: dict[int, tuple[str, str]]
@@ -195,6 +197,7 @@ class ExplorerIds:
     values: dict[str, tuple[str, str]]
     outputs: dict[int, tuple[str, ...]] = field(default_factory=dict)
     twins: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
+    hidden: frozenset[int] = frozenset()
 
 
 def explorer_ids(model: onnx.ModelProto) -> ExplorerIds:
@@ -229,4 +232,5 @@ def explorer_ids(model: onnx.ModelProto) -> ExplorerIds:
         for v in (*g.inputs, *g.inits, *g.outputs):
             if v.original:
                 out.values.setdefault(v.original, (gid, VALUE + v.name))
+    out.hidden = frozenset(s.index for s in sites) - set(out.nodes)
     return out

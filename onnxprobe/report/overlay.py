@@ -72,6 +72,8 @@ class _Results:
         sibling bodies may each name a tensor 'o'), or the [value] node of a graph input or weight. The node at
         ``node`` only where it makes that tensor (``name``, or a scoped key 'if1/then_branch/o' ending in its
         name): in a model the row is not about, another node has that index."""
+        if node is not None and node in self.ids.hidden:
+            return None  # a body the viewer does not show: by its name it would land on another node
         outs = self.ids.outputs.get(node, ()) if node is not None else ()
         at = self.ids.nodes.get(node) if any(name == o or name.endswith("/" + o) for o in outs) else None
         return at or self.ids.tensors.get(name) or self.ids.values.get(name)
