@@ -47,12 +47,16 @@ def safe_entry(name: str, k: int) -> str:
     return f"t{k}_" + re.sub(r"[^A-Za-z0-9_.\-]", "_", name.strip("/"))[:100]
 
 
-def true_names(z) -> dict[str, str]:
-    """entry -> tensor name, from an open ``np.load`` archive that has a NAMES_ENTRY."""
+def true_names(z) -> dict[str, str] | None:
+    """entry -> tensor name, from an open ``np.load`` archive that has a NAMES_ENTRY; None where that entry is no
+    JSON object of names (a damaged map: its entries' names are then not the tensors')."""
     try:
-        return dict(json.loads(str(z[NAMES_ENTRY])))
+        names = json.loads(str(z[NAMES_ENTRY]))
     except (ValueError, TypeError):
-        return {}
+        return None
+    if not isinstance(names, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in names.items()):
+        return None
+    return names
 
 
 def _no_objects(a: np.ndarray, name: str, path) -> np.ndarray:
