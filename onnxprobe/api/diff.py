@@ -250,9 +250,16 @@ def saved_inputs(model: Model, inputs: InputSpec | None, saved: Activations) -> 
     notes = [f"A runs on seeded random data (--seed {spec.seed}) for {', '.join(map(quote, random))}: {where} holds "
              f"no value for {'them' if len(random) > 1 else 'it'} (give the --seed or --input the activations were "
              f"computed from)"] if random else []
+    # inputs given that the file holds too: A runs on those given, and the activations were computed from the saved
+    # ones (every pair may fail for it: said, not silently)
+    over = sorted(i.name for i in _feeds.model_inputs(model.proto) if i.name in saved.arrays and i.name in given)
+    notes += [f"A runs on the input{'s' if len(over) > 1 else ''} given for {', '.join(map(quote, over))}, not on "
+              f"{'those' if len(over) > 1 else 'the one'} saved in {where}, from which its activations were computed"] if over else []
     if not use:
         return inputs, notes
-    return replace(spec, arrays={**spec.arrays, **use}), [
+    # a saved input the model refuses (another dtype or shape) is said to come from the file, not from --inputs
+    label = {"arrays_from": f"{where}, saved with the activations"} if not spec.arrays else {}
+    return replace(spec, arrays={**spec.arrays, **use}, **label), [
         f"A runs on the input(s) saved in {where} with the activations: {', '.join(sorted(use))}"] + notes
 
 

@@ -1,0 +1,30 @@
+"""--vs-npz with the model's inputs saved beside the activations: a saved input the model refuses was said to come
+"from --inputs", a flag never given; and --inputs given for an input the file holds replaced the saved one (from
+which the activations were computed) without a word, every pair then failing."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conftest import sample_path
+from onnxprobe import api
+from onnxprobe.errors import UsageError
+
+
+def test_a_saved_input_the_model_refuses_is_said_to_come_from_the_file(tmp_path):
+    np.savez(tmp_path / "acts.npz", x=np.zeros((4, 16), np.float64), y=np.zeros((4, 8), np.float32))
+    with pytest.raises(UsageError) as e:
+        api.diff(sample_path("mlp"), vs_npz=tmp_path / "acts.npz")
+    assert "(from acts.npz, saved with the activations)" in str(e.value) and "--inputs" not in str(e.value), str(e.value)
+
+
+def test_an_input_given_over_a_saved_one_is_said(tmp_path):
+    res = api.layers(sample_path("mlp"), api.Selection(all=True), save=True)
+    arrays = {**{k: np.asarray(v) for k, v in res.arrays.items()}, "x": res.feed["x"]}
+    np.savez(tmp_path / "acts.npz", **{k.replace("/", "_"): v for k, v in arrays.items()})
+    other = api.InputSpec(arrays={"x": np.ones((4, 16), np.float32)})
+    d = api.diff(sample_path("mlp"), vs_npz=tmp_path / "acts.npz", inputs=other)
+    assert any("not on the one saved in acts.npz" in n for n in d.notes), d.notes
+    same = api.diff(sample_path("mlp"), vs_npz=tmp_path / "acts.npz")
+    assert not any("not on the one saved" in n for n in same.notes) and same.verdict()[0] == "pass", same.verdict()
