@@ -319,15 +319,20 @@ def sensitivity_lines(rows: list[dict], width: int) -> list:
         return []
     gain = (lambda x: json_float(x["gain_db"]))
     n = len(rows)
+    base = json_float(rows[0]["output_sqnr_db"])
+    # an output with no SQNR (NaN or Inf where the reference has numbers, no finite pair): no gain to measure, said
+    # in words, not as 'nan dB (+nan)'
+    said = (f"{num(base, 3)} dB as quantized" if base == base else
+            "not measurable as quantized (NaN/Inf where B has numbers, see its row): no gain to measure")
     out = [Text(f"keeping one layer in fp32 (the {n} inner QDQ layer{'s' if n != 1 else ''} with the lowest intro "
-                f"SQNR; model outputs have nothing after them to gain): output {rows[0]['output']} SQNR "
-                f"{num(json_float(rows[0]['output_sqnr_db']), 3)} dB as quantized", style="bold")]
+                f"SQNR; model outputs have nothing after them to gain): output {rows[0]['output']} SQNR {said}", style="bold")]
     lw = min(48, max(cells(safe(x["layer"])) for x in rows))  # as wide as the names, in cells
     ow = max(len(op(x["op_type"], 10)) for x in rows)
     for x in sorted(rows, key=lambda x: -gain(x) if gain(x) == gain(x) else math.inf):  # a NaN gain last
         out.append(Text(f"  {ljust(shorten(x['layer'], lw), lw)}  {op(x['op_type'], 10):{ow}}  intro "
                         f"{num(json_float(x['introduced_sqnr_db']), 3):>5} dB  →  output "
-                        f"{num(json_float(x['output_sqnr_db_fp32_layer']), 3):>5} dB ({gain(x):+.2f})",
+                        f"{num(json_float(x['output_sqnr_db_fp32_layer']), 3):>5} dB "
+                        + (f"({gain(x):+.2f})" if gain(x) == gain(x) else "(no gain measurable)"),
                         style="green" if gain(x) > 0.5 else None))
     return out
 
