@@ -110,11 +110,23 @@ def _db(err: float) -> str:
 def one_permutation(torch_shape: tuple[int, ...], onnx_shape) -> tuple[int, ...] | None:
     """The one axis permutation that turns torch's shape into the ONNX one (an LSTM's output kept
     sequence-major), or None when there is none or more than one (equal dimensions: which is which is
-    unknown)."""
-    if len(torch_shape) != len(onnx_shape) or len(torch_shape) > 6 or not all(isinstance(d, int) for d in onnx_shape):
+    unknown). A symbolic ONNX dimension ('batch', a dynamic export's) takes any size, the same one wherever the
+    symbol stands (a dynamic-batch LSTM's [seq, 'batch', hidden] against torch's [batch, seq, hidden] was "no
+    single transposition"); None (an unknown one) takes any size."""
+    if len(torch_shape) != len(onnx_shape) or len(torch_shape) > 6 or not all(isinstance(d, (int, str)) or d is None for d in onnx_shape):
         return None
-    perms = [perm for perm in itertools.permutations(range(len(torch_shape)))
-             if tuple(torch_shape[i] for i in perm) == tuple(onnx_shape)]
+
+    def fits(perm) -> bool:
+        bound: dict[str, int] = {}
+        for k, i in enumerate(perm):
+            want, got = onnx_shape[k], torch_shape[i]
+            if isinstance(want, int) and want != got:
+                return False
+            if isinstance(want, str) and bound.setdefault(want, got) != got:
+                return False
+        return True
+
+    perms = [perm for perm in itertools.permutations(range(len(torch_shape))) if fits(perm)]
     return perms[0] if len(perms) == 1 else None
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from onnxprobe.torch.param_values import digest
 from onnxprobe.torch.runner import to_numpy
 
 
@@ -69,3 +70,24 @@ def related_paths(a: str, b: str) -> bool:
 
 def innermost(paths: set[str]) -> set[str]:
     return {r for r in paths if not any(len(q) > len(r) and related_paths(r, q) for q in paths)}
+
+
+def merged_twin(params: dict[str, np.ndarray], users: dict[str, set[str]], modules: set[str] | None, module: str,
+                readers: set[str]) -> bool:
+    """Whether ``module``, which reads no initializer at all, is a twin of one of ``readers``: the same parameters
+    (by name within the module) of the very same values, each. Dynamo's common subexpressions merge two such
+    modules applied to one input (a GPT-NeoX block's two fresh LayerNorms: one node left, whose weight's gradient
+    is the sum of both). Not a module with a parameter of its own values (a Linear whose all-zero bias the optimizer
+    dropped reads its weight, and reads: its bias's gradient flows nowhere in the graph), nor one of other
+    parameters, nor one of zeros alone (a module of a zero bias, whose Add of 0 was removed)."""
+    reading = set().union(*users.values())
+    if module in reading or (modules is not None and module not in modules):
+        return False
+
+    def own(m: str) -> dict[str, tuple]:
+        return {q[len(m) + 1:]: digest(v) for q, v in params.items() if q.rpartition(".")[0] == m}
+
+    mine = own(module)
+    # zeros alone tell nothing: all-zero biases are what exporters dedup and drop (the Adds of 0 removed)
+    some_values = any(np.any(v) for q, v in params.items() if q.rpartition(".")[0] == module)
+    return bool(mine) and some_values and any(own(r) == mine for r in readers)

@@ -34,7 +34,7 @@ import numpy as np
 import onnx
 
 from onnxprobe.text import some
-from onnxprobe.torch.module_params import foreign_readers, innermost
+from onnxprobe.torch.module_params import foreign_readers, innermost, merged_twin
 from onnxprobe.torch.param_values import (NOT_AN_EXPORT, batchnorm_fold, broadcast_axes, broadcast_of, changed_copies,
                                             computed_of, copies_of_one, digest, initializer_values, other_values)
 
@@ -247,13 +247,16 @@ def _equal_of_readers(st: _Mapping, i: str, equal: list[str]) -> list[str]:
     """Of several parameters of ``i``'s values, those of a module reading it, or of the module right above it:
     nn.MultiheadAttention applies its out_proj in its own scope (F.multi_head_attention_forward), so out_proj.bias
     is read in self_attn's (the innermost reading scope only: every enclosing one is a parent of other modules
-    too); all of them where none is, or where ``i``'s readers are not known."""
+    too); all of them where none is, or where ``i``'s readers are not known. And those of a twin of a reading
+    module (``module_params.merged_twin``), whose computation the exporter merged into that module's."""
     if not (st.users and st.users.get(i) and len(equal) > 1):
         return equal
     inner = innermost(st.users[i])
     mine = [p for p in equal if p.rpartition(".")[0] in st.users[i]
             or (p.rpartition(".")[0].rpartition(".")[0] or None) in inner]
-    return mine or equal
+    readers = {q.rpartition(".")[0] for q in mine}
+    merged = [p for p in equal if p not in mine and merged_twin(st.params, st.users, st.modules, p.rpartition(".")[0], readers)]
+    return mine + merged if mine else equal
 
 
 def _link_equal(st: _Mapping, i: str, d: tuple, equal: list[str]) -> None:
