@@ -330,7 +330,8 @@ def check_output_path(out: str | os.PathLike, *, source: str | os.PathLike | Non
     from onnxprobe.errors import OutputRefused, UsageError
     from onnxprobe.text import as_word
 
-    o = Path(checked_path(out))
+    # an empty one led by its flag, as any bad value of it is said ("--json '': ...", the debugger's "save: '': ...")
+    o = Path(checked_path(out, f"{flag} ''" if flag else "output path"))
     about = f"{flag} {as_word(os.fspath(out))}" if flag else as_word(os.fspath(out))  # quoted as WriteFailed's
     refused = UsageError if flag else OutputRefused  # without the flag: the command line leads it with its flag
     not_a_folder(out, about)

@@ -18,7 +18,7 @@ from onnxprobe.session.commands.table import (
     Env, bad, check_file, command, completing, layers_rows, layers_view, no_more, parse_int, pop_json_view, resolve_tensor, tag,
     target_of, with_json, writing,
 )
-from onnxprobe.text import clean, duration, human_bytes
+from onnxprobe.text import clean, duration, human_bytes, quote
 
 MAX_OUTPUT_LINES = 8
 
@@ -185,6 +185,8 @@ def cmd_save(env: Env, args: list[str]):
     given = pop_all(args, "--columns")  # repeated or comma-separated, as on the command line
     columns = column_keys(",".join(given)) if given else None
     t = target_of(env, args)
+    if len(args) > 2:  # a second file: said, not the usage of one with nothing given
+        raise bad("save", f"one file: {quote(args[2])} is more than save takes (give what to save, then its file)")
     if len(args) != 2:
         raise bad("save", "give what to save and a file")
     what, path = args
