@@ -119,7 +119,10 @@ def write_pictures(result, *, overlay: Path | None = None, netron: Path | None =
             data = api.netron(result, model, sort=sort)
             with writing_as("--netron"):
                 report_io.write_json(data, netron)
-            wrote(netron, "a Netron attachment")
+            # Netron takes a file as an attachment only by its name (*.json); another is opened as a model
+            named = "" if Path(netron).suffix.lower() == ".json" or not Path(netron).is_file() else (
+                " (Netron opens an attachment only from a file named *.json: rename it so)")
+            wrote(netron, "a Netron attachment" + named)
 
 
 def wrote(path: Path | str | None, what: str) -> None:
