@@ -25,7 +25,7 @@ import onnx
 from onnx import TensorProto, helper
 
 from onnxprobe.graph.builder import FLOAT_TYPES, GraphBuilder, np_dtype
-from onnxprobe.errors import UsageError, setting_error
+from onnxprobe.errors import UsageError, setting_error, settings_error
 from onnxprobe.graph.shapes import static_shape
 from onnxprobe.text import as_word
 from onnxprobe.types import BACKWARD_TAG
@@ -93,8 +93,9 @@ def attach_loss(model: onnx.ModelProto, output: str, kind: str, *, extra: np.nda
     if shape is not None:
         yshape = tuple(shape)
     if elem is not None and elem not in FLOAT_TYPES:
-        raise UsageError(f"output {output!r} is {TensorProto.DataType.Name(elem).lower()}; gradients need a float output "
-                         f"(pick one: GradSpec output, --loss-output)")
+        kind_name = TensorProto.DataType.Name(elem).lower()
+        raise settings_error(UsageError, lambda say: f"output {output!r} is {kind_name}; gradients need a float output "
+                             f"(pick one: {say(('output', '--loss-output'))})")
     elem = elem or TensorProto.FLOAT
     dtype = np_dtype(elem)
     b = GraphBuilder(names, opset, scope="onnxprobe.loss", doc=f"onnxprobe loss ({kind}) of {output}", strict=True)
