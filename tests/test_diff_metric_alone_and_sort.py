@@ -11,6 +11,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 from typer.testing import CliRunner
 
+from conftest import make_model
 from onnxprobe import api
 from onnxprobe.cli.main import app
 from onnxprobe.stats.metrics import Tolerance
@@ -32,10 +33,8 @@ def _half_and_float(tmp_path):
     for name, elem, scale in (("a", TensorProto.FLOAT16, 1.0), ("b", TensorProto.FLOAT, 1.001)):
         dtype = helper.tensor_dtype_to_np_dtype(elem)
         w = numpy_helper.from_array(np.full((2, 8), scale, dtype), "w")
-        g = helper.make_graph([helper.make_node("Mul", ["x", "w"], ["y"])], "g", [helper.make_tensor_value_info("x", elem, [2, 8])],
-                              [helper.make_tensor_value_info("y", elem, [2, 8])], [w])
-        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-        m.ir_version = 8
+        m = make_model([helper.make_node("Mul", ["x", "w"], ["y"])], [helper.make_tensor_value_info("x", elem, [2, 8])],
+                       [helper.make_tensor_value_info("y", elem, [2, 8])], [w])
         onnx.save(m, tmp_path / f"{name}.onnx")
         paths.append(str(tmp_path / f"{name}.onnx"))
     return paths

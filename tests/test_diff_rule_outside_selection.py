@@ -7,17 +7,16 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from conftest import make_model
 from onnxprobe import api
 
 
 def _pair(tmp_path):
     out = []
     for name, k in (("a", 1.0), ("b", 1.01)):
-        g = helper.make_graph([helper.make_node("Mul", ["x", "k"], ["xs"], name="scale"), helper.make_node("Relu", ["xs"], ["y"], name="relu")],
-                              "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8])], [numpy_helper.from_array(np.float32(k), "k")])
-        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-        m.ir_version = 8
+        m = make_model([helper.make_node("Mul", ["x", "k"], ["xs"], name="scale"), helper.make_node("Relu", ["xs"], ["y"], name="relu")],
+                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8])], [numpy_helper.from_array(np.float32(k), "k")])
         onnx.save(m, tmp_path / f"{name}.onnx")
         out.append(str(tmp_path / f"{name}.onnx"))
     return out

@@ -8,7 +8,7 @@ import onnx
 
 from onnxprobe.autodiff import registry
 from onnxprobe.errors import NoGradientRule
-from onnxprobe.graph.walk import implicit_inputs
+from onnxprobe.graph.walk import implicit_inputs, needed_nodes
 
 
 def no_rule_error(n: onnx.NodeProto, display: str, rg: set[str], nodes: list[onnx.NodeProto],
@@ -23,16 +23,8 @@ def no_rule_error(n: onnx.NodeProto, display: str, rg: set[str], nodes: list[onn
 
 
 def _wanted_behind(tensors: list[str], rg: set[str], nodes: list[onnx.NodeProto], wrt: list[str]) -> list[str]:
-    """The tensors of ``wrt`` that ``tensors`` depend on through tensors that require a gradient, in ``wrt``'s
-    order."""
-    producer = {o: m for m in nodes for o in m.output if o}
-    seen, todo = set(), list(tensors)
-    while todo:
-        t = todo.pop()
-        if t in seen:
-            continue
-        seen.add(t)
-        if t in producer:
-            m = producer[t]
-            todo.extend(i for i in list(m.input) + implicit_inputs(m) if i in rg and i not in seen)
-    return [t for t in dict.fromkeys(wrt) if t in seen]
+    """The tensors of ``wrt`` that ``tensors`` depend on through nodes that carry a gradient (``nodes`` in
+    topological order), in ``wrt``'s order."""
+    carrying = [n for n in nodes if any(o in rg for o in n.output)]
+    behind = set(tensors) | {i for n in needed_nodes(carrying, tensors) for i in list(n.input) + implicit_inputs(n)}
+    return [t for t in dict.fromkeys(wrt) if t in behind]
