@@ -15,6 +15,7 @@ from onnxprobe.errors import said
 from onnxprobe.types import NO_SCALE
 from onnxprobe.graph.constants import constant_arrays
 from onnxprobe.graph.shapes import static_shape, value_types
+from onnxprobe.graph.walk import constant_tensors
 from onnxprobe.match.bodies import body_tensors
 from onnxprobe.match.engine import COPY, FOLDED, MAP, NO_COUNTERPART, NO_NUMBERS, NOT_OBSERVABLE, Matching, Unmatched
 from onnxprobe.match.observe import Observable
@@ -86,6 +87,13 @@ def explain_unmatched(matching: Matching, a: Side, b: Side) -> None:
         if u.cause == NO_COUNTERPART and u.obs.name in inside:
             u.reason = f"inside {inside[u.obs.name]} in A: diff compares main-graph and If-branch tensors only"
             u.cause = NOT_OBSERVABLE
+    if not b.runner.takes_feeds:  # saved values of what A computes from weights alone: left out by the selection
+        consts = constant_tensors(a.model.proto) | {t.name for t in a.model.proto.graph.initializer}
+        for u in matching.unmatched_b:
+            if u.cause == NO_COUNTERPART and u.obs.name in consts:
+                u.reason = said(lambda say: "in A, computed from weights alone (a constant of the model), which the "
+                                f"selection leaves out ({say(('include_constants', '--include-constants'))} compares it)")
+                u.cause = NOT_OBSERVABLE
     for side, other, items, pairs_of in ((a, b, matching.unmatched_a, lambda p: (p.a.name, p.b.name)),
                                          (b, a, matching.unmatched_b, lambda p: (p.b.name, p.a.name))):
         if side is b and not b.runner.takes_feeds:
