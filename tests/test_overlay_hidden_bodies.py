@@ -47,3 +47,19 @@ def test_rows_of_a_body_the_viewer_does_not_show_go_nowhere(tmp_path):
         row = next(r for r in api.report(res)["tensors"] if r.get("node", "").endswith(node))
         assert shown[node]["value"] == max(abs(row["min"]), abs(row["max"])), (node, shown[node], row)
     assert want  # the report has the rows the overlay is checked against
+
+
+def test_the_quartile_colours_give_each_quarter_its_own_and_the_largest_the_darkest():
+    """The cuts were one place up: [1, 2, 3, 4] took 2, 3, 4 and three colours, the darkest never drawn, and the
+    largest value (the one a user looks for) mid-blue; with 8 values the darkest covered only the maximum."""
+    from onnxprobe.report.overlay import QUARTILE_COLOURS, _quartiles
+
+    def colour(v, th):  # Model Explorer's rule: the first threshold the value is at most
+        return next(t["bgColor"] for t in th if v <= t["value"])
+
+    th = _quartiles([1.0, 2.0, 3.0, 4.0])
+    assert [colour(v, th) for v in (1, 2, 3, 4)] == list(QUARTILE_COLOURS)
+    th = _quartiles([float(v) for v in range(1, 9)])
+    assert [colour(v, th) for v in range(1, 9)] == [c for c in QUARTILE_COLOURS for _ in range(2)]
+    assert colour(5.0, _quartiles([1.0, 1.0, 1.0, 5.0])) == QUARTILE_COLOURS[-1]
+    assert colour(3.0, _quartiles([3.0])) == QUARTILE_COLOURS[-1]

@@ -27,6 +27,7 @@ looks a target up by ``kind::`` and the name's first line, a node by its own nam
 from __future__ import annotations
 
 import collections
+import math
 
 import onnx
 
@@ -94,12 +95,17 @@ def _quartiles(values: list[float]) -> list[dict]:
     values = [v for v in values if v != NO_FINITE]  # a marker, not a magnitude
     if not values:
         return []
-    cuts = [values[min(len(values) - 1, int(len(values) * q))] for q in (0.25, 0.5, 0.75)] + [values[-1]]
+    # the largest value of each quarter: a value at most the first cut takes the lightest blue, the largest of all
+    # the darkest ([1, 2, 3, 4] took the cuts 2, 3, 4 and three colours: the darkest never drawn)
+    cuts = [values[max(0, math.ceil(len(values) * q) - 1)] for q in (0.25, 0.5, 0.75)] + [values[-1]]
     out = []
-    for cut, colour in zip(cuts, QUARTILE_COLOURS):
+    colours = list(QUARTILE_COLOURS)
+    for k, cut in enumerate(cuts):
         if not out or cut > out[-1]["value"]:
-            out.append({"value": cut, "bgColor": colour, "textColor": "#ffffff" if colour == QUARTILE_COLOURS[-1] else "#000000"})
-    return out
+            out.append({"value": cut, "colour": colours[k]})
+    out[-1]["colour"] = colours[-1]  # the largest value is the darkest, however few values there are
+    return [{"value": t["value"], "bgColor": t["colour"], "textColor": "#ffffff" if t["colour"] == colours[-1] else "#000000"}
+            for t in out]
 
 
 def layers_overlay(model: onnx.ModelProto, d: dict) -> dict:
