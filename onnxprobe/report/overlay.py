@@ -295,6 +295,9 @@ def netron_attachment(kind: str, d: dict, model: onnx.ModelProto) -> dict:
     # bodies are often built alike: every node 'n') and the model has one node Netron reads by that name (an
     # unnamed one has none); else the value, each metric named with the tensor's key
     nodes = [s[2] for s in shared.values() if s and s[2]]
+    # the name a row's producer really bears (an unnamed one's display name 'Neg_1' may be another, real, node's:
+    # its metrics then went on that node), by the row's scoped key
+    real = {"/".join(s.scope + (o,)): s.node.name for s in walk(model) for o in s.node.output if o and s.node.name}
     left_out: list[str] = []
     for r in rows:
         name = r.get("name") or r.get("a") or r.get("tensor")
@@ -304,7 +307,7 @@ def netron_attachment(kind: str, d: dict, model: onnx.ModelProto) -> dict:
         label = "onnxprobe "
         if shared.get(id(r)):
             bare, key, node = shared[id(r)]
-            if node and nodes.count(node) == 1 and named[netron_key(node)] == 1:
+            if node and real.get(key) == node and nodes.count(node) == 1 and named[netron_key(node)] == 1:
                 kinds, name, label = ("node",), node, f"onnxprobe {bare} "
             else:
                 name, label = bare, f"onnxprobe {key} "
