@@ -805,8 +805,10 @@ def test_flags_a_runtime_does_not_take_are_refused_and_self_references_noted():
     assert any("is A's own runtime" in n for n in same.notes)
     same = api.diff(sample_path("cnn"), vs_device="cpu", config=api.RunConfig(device="cpu"))
     assert any("is A's own device" in n for n in same.notes)
+    assert not any("give --device for A" in n for n in same.notes)  # A's device given already: no hint to give it
     same = api.diff(sample_path("cnn"), vs_device="cpu")  # A's device "auto" is the CPU here: the same run (QA)
     assert any("is A's own device" in n for n in same.notes) == (same.a.runner.device == "cpu")
+    assert any("give --device for A" in n for n in same.notes) == (same.a.runner.device == "cpu")
     other = api.diff(sample_path("cnn"), vs_runtime="reference", config=api.RunConfig(device="cpu"))
     assert not any("own runtime" in n for n in other.notes)
 

@@ -341,7 +341,8 @@ def diff(
                                              vs_npz=vs_npz, config=config, runtime=runtime, runtime_options=runtime_options,
                                              max_memory=max_memory, constants=bool(selection and selection.include_constants),
                                              shapes={k: tuple(getattr(v, "shape", ())) for k, v in fs.values.items()})
-        saved_notes[:0] = _same_run_note(side_a, side_b, vs_runtime, vs_device, vs_opt_level)
+        saved_notes[:0] = _same_run_note(side_a, side_b, vs_runtime, vs_device, vs_opt_level,
+                                         device_given=config is not None and config.device != "auto")
         check_selects(side_a.model.proto, side_b.model.proto, selection or Selection())
         res = _diff(side_a, side_b, fs.values, selection or Selection(), tolerance, per_tensor, user_map,
                     introduced, max_memory=max_memory, progress=progress, fuse=fuse, profile=profile, extras=extras)
@@ -361,7 +362,7 @@ def diff(
     return res
 
 
-def _same_run_note(side_a: Side, side_b: Side, vs_runtime, vs_device, vs_opt_level) -> list[str]:
+def _same_run_note(side_a: Side, side_b: Side, vs_runtime, vs_device, vs_opt_level, device_given: bool = False) -> list[str]:
     """The note for a reference that is A itself run the same way (--vs-runtime, --vs-device or --vs-opt-level
     naming A's own): the same runtime on the same device (as resolved: auto is the CPU here) with the same
     opt level, options and precision, by the two runners' facts."""
@@ -376,7 +377,8 @@ def _same_run_note(side_a: Side, side_b: Side, vs_runtime, vs_device, vs_opt_lev
     how = [{k: v for k, v in s.runner.facts().items() if k not in ("model", "providers")} for s in (side_a, side_b)]
     if how[0] != how[1]:
         return []
-    hint = {"--vs-device": " (give --device for A)", "--vs-opt-level": " (give --opt-level for A)"}.get(flag, "")
+    # the device A runs on named already (--device cpu --vs-device cpu): no hint to name it
+    hint = {"--vs-device": "" if device_given else " (give --device for A)", "--vs-opt-level": " (give --opt-level for A)"}.get(flag, "")
     return [f"{flag} {value} is A's own {what}: B is the same model run the same way, so the comparison shows only "
             f"differences between two runs{hint}"]
 
