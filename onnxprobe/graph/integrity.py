@@ -52,7 +52,29 @@ def graph_problems(model: onnx.ModelProto, node_names: bool = True) -> list[str]
     g = model.graph
     sources = {i.name for i in g.input} | {t.name for t in g.initializer} | {t.values.name for t in g.sparse_initializer}
     return (duplicate_producers(g) + _problems(list(g.node), sources, [o.name for o in g.output], None)
-            + (duplicate_node_names(list(g.node), None) if node_names else []) + body_initializers_twice(model))
+            + (duplicate_node_names(list(g.node), None) if node_names else []) + body_initializers_twice(model)
+            + recursive_functions(model))
+
+
+def recursive_functions(model: onnx.ModelProto) -> list[str]:
+    """A model-local function that calls itself, through others too: onnxruntime refuses the model ("Model local
+    function definitions must not be recursive"), and inlining it never ends."""
+    funcs = {(f.domain, f.name): f for f in model.functions}
+    calls = {k: {(n.domain, n.op_type) for g in [f] for n in g.node if (n.domain, n.op_type) in funcs}
+             for k, f in funcs.items()}
+    out = []
+    for start in funcs:
+        seen, todo = set(), list(calls[start])
+        while todo:
+            k = todo.pop()
+            if k == start:
+                out.append(f"model-local function {quote(start[1])} calls itself"
+                           + ("" if start in calls[start] else " through others") + ": no runtime runs recursive functions")
+                break
+            if k not in seen:
+                seen.add(k)
+                todo.extend(calls[k])
+    return out
 
 
 def duplicate_node_names(nodes: list[onnx.NodeProto], numbering: list[int] | None) -> list[str]:
