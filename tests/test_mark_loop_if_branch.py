@@ -49,3 +49,24 @@ def test_branch_tensors_the_loop_cannot_stack_are_left_out_and_the_copy_runs(tmp
     assert np.array_equal(got[0], want)
     stats = api.mark(src, tmp_path / "st.onnx", api.Selection(all=True), stats=True, inputs=api.InputSpec(arrays=feed))
     assert {"t_o", "e_o", "acc_out"} <= {m.ref.name for m in stats.marked}  # what the note offers
+
+
+def test_a_body_value_that_stacks_is_kept_and_not_said_typed_by_the_run(tmp_path):
+    """A Loop body's tensor of a symbolic shape may not stack (so the copy is run once to see): where it does, it
+    is kept, and the note of the types taken from a run does not name it (its type was known already)."""
+    body = h.make_graph([h.make_node("Identity", ["cin"], ["cout"]), h.make_node("Neg", ["s"], ["t"], name="neg")], "body",
+                        [h.make_tensor_value_info("i", T.INT64, []), h.make_tensor_value_info("cin", T.BOOL, []),
+                         h.make_tensor_value_info("s", T.FLOAT, ["n"])],
+                        [h.make_tensor_value_info("cout", T.BOOL, []), h.make_tensor_value_info("t", T.FLOAT, ["n"])])
+    g = h.make_graph([h.make_node("Loop", ["trip", "", "x"], ["y"], name="loop", body=body)], "g",
+                     [h.make_tensor_value_info("x", T.FLOAT, ["n"]), h.make_tensor_value_info("trip", T.INT64, [])],
+                     [h.make_tensor_value_info("y", T.FLOAT, ["n"])])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 18)])
+    m.ir_version = 9
+    onnx.save(m, tmp_path / "m.onnx")
+    feed = {"x": np.array([1.0, 2.0], np.float32), "trip": np.array(3, np.int64)}
+    res = api.mark(tmp_path / "m.onnx", tmp_path / "out.onnx", api.Selection(all=True), inputs=api.InputSpec(arrays=feed))
+    assert "t" in {m.ref.name for m in res.marked}
+    assert not any("taken from a run" in n and "t.loop_out" in n for n in res.notes), res.notes
+    got = ort.InferenceSession(str(tmp_path / "out.onnx"), providers=["CPUExecutionProvider"]).run(None, feed)
+    assert np.array_equal(got[0], -feed["x"])  # three Negs of x

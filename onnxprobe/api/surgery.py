@@ -121,19 +121,19 @@ def _check_inputs(model: onnx.ModelProto, inputs: InputSpec | None):
 
 
 def _observe_types(model: onnx.ModelProto, lazy, names: list[str], spec: InputSpec | None, notes: list[str],
-                   skip_empty: set[str] = frozenset(), fs=None) -> tuple[dict[str, onnx.TypeProto], str | None]:
+                   skip_empty: set[str] = frozenset(), fs=None, also: list[str] = ()) -> tuple[dict[str, onnx.TypeProto], str | None]:
     """Types of ``names`` (graph inputs or outputs of ``model``) seen in one run on seeded random (or
     given) inputs: the element type and rank of the run, and only the dimensions shape inference gives
     (one run's sizes may hang on input values: a Loop's trip count, an If's branch, a Range), the others
     left unknown. An empty value of a name in ``skip_empty`` (carried out of an If branch that did not run)
     says nothing. Returns what it could type and, where the run failed, why (a note too, not an error:
     the callers say it where it leaves them without a type). ``fs``: the feeds, when ``_check_inputs``
-    made them already."""
+    made them already; ``also``: outputs fetched in the same run, typed already, to see that the run gives them."""
     fs = fs or _feeds.make_feeds(lazy.proto, spec)
     feed = fs.values
     declared = {vi.name: vi.type for vi in list(model.graph.output) + list(model.graph.input)}
     values = {n: feed[n] for n in names if n in feed}
-    want = [n for n in names if n not in values]
+    want = [n for n in dict.fromkeys(list(names) + list(also)) if n not in values]
     failed = None
     if want:
         try:
@@ -148,7 +148,7 @@ def _observe_types(model: onnx.ModelProto, lazy, names: list[str], spec: InputSp
             notes.append(said(lambda say: f"could not run the model to find the types shape inference left unknown"
                               f"{fs.hint(say)}: {(err.cli_message or err) if say.cli else err}"))
     types = {}
-    for n, v in values.items():
+    for n, v in ((n, v) for n, v in values.items() if n in names):
         if n in skip_empty and np.size(v) == 0:
             continue
         try:
@@ -242,7 +242,7 @@ def mark(
     run_failed = None
     if missing or stacked:
         in_if = in_if_branch(lazy.proto)
-        found, run_failed = _observe_types(model, lazy, missing + [m.output for m in stacked], inputs, notes,
+        found, run_failed = _observe_types(model, lazy, missing, inputs, notes, also=[m.output for m in stacked],
                                            skip_empty={m.output for m in marked if m.ref.name in in_if}, fs=fs)
         if run_failed and stacked:
             # an If branch inside a Loop body, a body value whose shape changes between iterations: the copy does not
@@ -257,7 +257,7 @@ def mark(
                 notes.append(f"{len(stacked)} tensor(s) of a Loop or Scan body left out: the copy that stacks them, one "
                              "per iteration, does not run on these inputs (an If branch not taken in some iteration, a "
                              "shape that changes between them); --stats marks them: " + some([m.ref.name for m in stacked], 5, str))
-        model = with_output_types(model, {n: t for n, t in found.items() if n in missing})
+        model = with_output_types(model, found)
         failed = [n for n in missing if n not in found]
         if failed:
             model = without_outputs(model, set(failed))
