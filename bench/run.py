@@ -40,48 +40,47 @@ TARGETS = {"layers_all": (2.0, 1.3), "layers_all_json": (2.0, 1.3), "diff_all": 
 POLY_SPEEDUP = {"layers_all": 1.0, "layers": 1.0, "diff_all": 20.0}
 
 
-SYNTHETIC = ("resnet18", "big_mlp", "big_mlp_inline", "deep_mlp")
-REAL = ("bert_tiny", "ppocr_rec", "ppocr_det", "ppocr_det_800")
+# key: (file, the file whose absence means building it, the builder in bench/models.py and its keywords, shapes)
+SYNTHETIC = {
+    "resnet18": ("resnet18.onnx", "resnet18.onnx", "resnet18", {}, {"input": "1x3x224x224"}),
+    # 512 MiB of MatMul weights in an external data file: memory that is the weights', not the activations'
+    "big_mlp": ("big_mlp.onnx", "big_mlp.onnx.data", "big_mlp", {}, {"x": "1x4096"}),
+    # the same 512 MiB inside the .onnx file, as an exporter writes a model under 2 GB
+    "big_mlp_inline": ("big_mlp_inline.onnx", "big_mlp_inline.onnx", "big_mlp", {"external": False}, {"x": "1x4096"}),
+    # 6,000 small tensors in a chain of 6,000 nodes: what each tensor and node costs
+    "deep_mlp": ("deep_mlp.onnx", "deep_mlp.onnx", "deep_mlp", {}, {"x": "16x96"}),
+}
+# key: (path under the folder fetch_models.sh fills, shapes)
+REAL = {
+    "bert_tiny": ("transformers/bert_tiny_random_legacy_op17.onnx", {"input_ids": "1x128", "attention_mask": "1x128"}),
+    "ppocr_rec": ("pip/rapidocr-onnxruntime-1.4.4/ch_PP-OCRv4_rec_infer.onnx", {"x": "1x3x48x320"}),
+    "ppocr_det": ("pip/rapidocr-onnxruntime-1.4.4/ch_PP-OCRv4_det_infer.onnx", {"x": "1x3x480x480"}),
+    # the detector at the size issue 15 measured (1,493-node models of this kind: weights in Constants)
+    "ppocr_det_800": ("pip/rapidocr-onnxruntime-1.4.4/ch_PP-OCRv4_det_infer.onnx", {"x": "1x3x800x608"}),
+}
 
 
 def models(models_dir: Path | None, only: list[str] | None = None) -> dict[str, tuple[Path, dict[str, str]]]:
     """The models to measure, each (path, input shapes); the synthetic ones are built on first use (only those
     ``only`` names, when given: the big ones take a minute and 1 GB)."""
     sys.path.insert(0, str(HERE))
-    from models import big_mlp, deep_mlp, resnet18  # noqa: E402
+    import models as builders  # noqa: E402
 
     CACHE.mkdir(exist_ok=True)
-    built = {  # key: (file, the file whose absence means building it, builder, shapes)
-        "resnet18": ("resnet18.onnx", "resnet18.onnx", resnet18, {"input": "1x3x224x224"}),
-        # 512 MiB of MatMul weights in an external data file: memory that is the weights', not the activations'
-        "big_mlp": ("big_mlp.onnx", "big_mlp.onnx.data", big_mlp, {"x": "1x4096"}),
-        # the same 512 MiB inside the .onnx file, as an exporter writes a model under 2 GB
-        "big_mlp_inline": ("big_mlp_inline.onnx", "big_mlp_inline.onnx", lambda p: big_mlp(p, external=False), {"x": "1x4096"}),
-        # 6,000 small tensors in a chain of 6,000 nodes: what each tensor and node costs
-        "deep_mlp": ("deep_mlp.onnx", "deep_mlp.onnx", deep_mlp, {"x": "16x96"}),
-    }
     out = {}
-    for key, (name, marker, build, shapes) in built.items():
+    for key, (name, marker, build, kw, shapes) in SYNTHETIC.items():
         if only and key not in only:
             continue
         if not (CACHE / marker).exists():
-            build(CACHE / name)
+            getattr(builders, build)(CACHE / name, **kw)
         out[key] = (CACHE / name, shapes)
-    if models_dir:
-        real = {
-            "bert_tiny": ("transformers/bert_tiny_random_legacy_op17.onnx", {"input_ids": "1x128", "attention_mask": "1x128"}),
-            "ppocr_rec": ("pip/rapidocr-onnxruntime-1.4.4/ch_PP-OCRv4_rec_infer.onnx", {"x": "1x3x48x320"}),
-            "ppocr_det": ("pip/rapidocr-onnxruntime-1.4.4/ch_PP-OCRv4_det_infer.onnx", {"x": "1x3x480x480"}),
-            # the detector at the size issue 15 measured (1,493-node models of this kind: weights in Constants)
-            "ppocr_det_800": ("pip/rapidocr-onnxruntime-1.4.4/ch_PP-OCRv4_det_infer.onnx", {"x": "1x3x800x608"}),
-        }
-        for k, (rel, shapes) in real.items():
-            if only and k not in only:
-                continue
-            if (models_dir / rel).exists():
-                out[k] = (models_dir / rel, shapes)
-            else:
-                print(f"note: {rel} not in {models_dir}; {k} skipped", file=sys.stderr)
+    for k, (rel, shapes) in REAL.items() if models_dir else ():
+        if only and k not in only:
+            continue
+        if (models_dir / rel).exists():
+            out[k] = (models_dir / rel, shapes)
+        else:
+            print(f"note: {rel} not in {models_dir}; {k} skipped", file=sys.stderr)
     return out
 
 
@@ -90,20 +89,13 @@ def model_digest(path: Path) -> str:
     leaves the .onnx as it was)."""
     import onnx
 
-    h = hashlib.blake2b(path.read_bytes(), digest_size=8)
-    def tensors(g):  # initializers and Constant values, in subgraphs too
-        yield from g.initializer
-        for n in g.node:
-            for a in n.attribute:
-                yield from ([a.t] if a.HasField("t") else []) + list(a.tensors)
-                for sub in ([a.g] if a.HasField("g") else []) + list(a.graphs):
-                    yield from tensors(sub)
+    from onnxprobe.graph.external import external_files
 
+    h = hashlib.blake2b(path.read_bytes(), digest_size=8)
     m = onnx.load(str(path), load_external_data=False)
-    files = sorted({e.value for t in tensors(m.graph) for e in t.external_data if e.key == "location"})
-    for f in files:
-        h.update(f.encode())
-        with open(path.parent / f, "rb") as data:
+    for f in sorted(external_files(m, path.parent), key=lambda f: f.location):
+        h.update(f.location.encode())
+        with open(f.path, "rb") as data:
             for block in iter(lambda: data.read(1 << 24), b""):
                 h.update(block)
     return h.hexdigest()
@@ -272,7 +264,7 @@ def main() -> None:
     # refused before anything is measured: a run of minutes lost to a typo, or a README table cut to a part
     unknown = sorted(set(args.only or ()) - set(SYNTHETIC) - set(REAL))
     if unknown:
-        ap.error(f"--only: no model {', '.join(unknown)}; the models are {', '.join(SYNTHETIC + REAL)}")
+        ap.error(f"--only: no model {', '.join(unknown)}; the models are {', '.join([*SYNTHETIC, *REAL])}")
     if args.repeat < 1:
         ap.error(f"--repeat {args.repeat}: give at least 1 round (the medians are of the timed rounds)")
     if args.readme and (args.only or args.no_polygraphy or args.models is None):
