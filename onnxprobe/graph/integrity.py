@@ -60,8 +60,7 @@ def recursive_functions(model: onnx.ModelProto) -> list[str]:
     """A model-local function that calls itself, through others too: onnxruntime refuses the model ("Model local
     function definitions must not be recursive"), and inlining it never ends."""
     funcs = {(f.domain, f.name): f for f in model.functions}
-    calls = {k: {(n.domain, n.op_type) for g in [f] for n in g.node if (n.domain, n.op_type) in funcs}
-             for k, f in funcs.items()}
+    calls = {k: {(n.domain, n.op_type) for n in f.node if (n.domain, n.op_type) in funcs} for k, f in funcs.items()}
     out = []
     for start in funcs:
         seen, todo = set(), list(calls[start])

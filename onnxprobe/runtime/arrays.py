@@ -251,8 +251,8 @@ def read_npz(path: str | Path, flag: str | tuple[str, str] = "", shown: str | No
             # by the member's own file name: np.load takes a key that is a member's file name as that member (the
             # key 'a.npy' of members a.npy and a.npy.npy read the first)
             arrays = {k: z[entries[k]] for k in z.files if k != NAMES_ENTRY and k in entries}
-            had_names = NAMES_ENTRY in z.files
-            names = true_names(z) if had_names else None
+            if NAMES_ENTRY in z.files:
+                arrays = _by_true_names(arrays, true_names(z), name)
     except UsageError as e:  # every message above names the file
         e.about = str(path)
         raise
@@ -261,23 +261,26 @@ def read_npz(path: str | Path, flag: str | tuple[str, str] = "", shown: str | No
         err.about = str(path)
         raise err from e
     protect(p, "an input file")
-    if names is None and had_names:
-        err = UsageError(f"{name}: its entry {NAMES_ENTRY} (entry -> tensor name) is not a JSON object of names, so its "
-                         "entries' tensors are unknown; write the file again, or drop that entry")
-        err.about = str(path)
-        raise err
-    if names:
-        held: dict[str, str] = {}
-        for k in arrays:  # two entries of one tensor: one of them was dropped, silently (the last read won)
-            t = names.get(k, k)
-            if t in held:
-                err = UsageError(f"{name}: entries {quote(held[t])} and {quote(k)} both hold the tensor {quote(t)} "
-                                 f"(by {NAMES_ENTRY}); keep one")
-                err.about = str(path)
-                raise err
-            held[t] = k
-        arrays = {names.get(k, k): v for k, v in arrays.items()}
     return arrays
+
+
+def _by_true_names(arrays: dict, names: dict[str, str] | None, name: str) -> dict:
+    """``arrays`` keyed by the tensor names the archive's NAMES_ENTRY map gives (``runtime.npz.true_names``: None
+    where it is damaged); a damaged map, or two entries it gives one tensor (the last read was kept, silently), is
+    a UsageError naming the file ``name``."""
+    from onnxprobe.runtime.npz import NAMES_ENTRY
+
+    if names is None:
+        raise UsageError(f"{name}: its entry {NAMES_ENTRY} (entry -> tensor name) is not a JSON object of names, so its "
+                         "entries' tensors are unknown; write the file again, or drop that entry")
+    held: dict[str, str] = {}
+    for k in arrays:
+        t = names.get(k, k)
+        if t in held:
+            raise UsageError(f"{name}: entries {quote(held[t])} and {quote(k)} both hold the tensor {quote(t)} "
+                             f"(by {NAMES_ENTRY}); keep one")
+        held[t] = k
+    return {names.get(k, k): v for k, v in arrays.items()}
 
 
 def literal(text: str) -> np.ndarray | None:
