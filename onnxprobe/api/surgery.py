@@ -234,36 +234,24 @@ def mark(
     # graph inputs and weights: the caller has their values already (fed, or in the model file)
     not_marked = [r for r in chosen if r.kind != "node"]
     before = list(notes)  # a second marking (below) starts again from these
-    model, marked = mark_pass(inferred, refs, stats=stats, warnings=notes)
-    missing = untyped(model, [m.output for m in marked if m.added])
-    # body values a Loop / Scan stacks one per iteration, which it may refuse to stack (mark.unsure_stack): the copy
-    # is run once to see that it runs, where a run types nothing else
-    stacked = [m for m in marked if m.added and m.kind == "raw" and unsure_stack(m.ref)]
-    run_failed = None
-    if missing or stacked:
-        in_if = in_if_branch(lazy.proto)
-        found, run_failed = _observe_types(model, lazy, missing, inputs, notes, also=[m.output for m in stacked],
-                                           skip_empty={m.output for m in marked if m.ref.name in in_if}, fs=fs)
-        if run_failed and stacked:
-            # an If branch inside a Loop body, a body value whose shape changes between iterations: the copy does not
-            # run (its Loop cannot stack them), and took the model's own outputs with it. Without them, if it runs
-            retry_notes = list(before)
-            kept = [r for r in refs if r not in {m.ref for m in stacked}]
-            model2, marked2 = mark_pass(inferred, kept, stats=stats, warnings=retry_notes)
-            missing2 = untyped(model2, [m.output for m in marked2 if m.added])
-            found2, failed2 = _observe_types(model2, lazy, missing2, inputs, retry_notes, fs=fs) if missing2 else ({}, None)
-            if not failed2:
-                model, marked, missing, found, run_failed, notes = model2, marked2, missing2, found2, None, retry_notes
-                notes.append(f"{len(stacked)} tensor(s) of a Loop or Scan body left out: the copy that stacks them, one "
-                             "per iteration, does not run on these inputs (an If branch not taken in some iteration, a "
-                             "shape that changes between them); --stats marks them: " + some([m.ref.name for m in stacked], 5, str))
-        model = with_output_types(model, found)
-        failed = [n for n in missing if n not in found]
-        if failed:
-            model = without_outputs(model, set(failed))
-            marked = [m for m in marked if m.output not in set(failed)]
-            notes.append(f"{len(failed)} tensor(s) left out: neither shape inference nor the run (an If branch that did "
-                         "not run, or a failed run) tells their type: " + some(failed, 5, str))
+    model, marked, missing, stacked, found, run_failed = _mark_and_run(inferred, refs, stats, lazy, inputs, notes, fs)
+    if run_failed and stacked:
+        # an If branch inside a Loop body, a body value whose shape changes between iterations: the copy does not run
+        # (its Loop cannot stack them), and took the model's own outputs with it. Without them, if it runs
+        retry = list(before)
+        again = _mark_and_run(inferred, [r for r in refs if r not in {m.ref for m in stacked}], stats, lazy, inputs, retry, fs)
+        if not again[5]:
+            (model, marked, missing, _, found, run_failed), notes = again, retry
+            notes.append(f"{len(stacked)} tensor(s) of a Loop or Scan body left out: the copy that stacks them, one "
+                         "per iteration, does not run on these inputs (an If branch not taken in some iteration, a "
+                         "shape that changes between them); --stats marks them: " + some([m.ref.name for m in stacked], 5, str))
+    model = with_output_types(model, found)
+    failed = [n for n in missing if n not in found]
+    if failed:
+        model = without_outputs(model, set(failed))
+        marked = [m for m in marked if m.output not in set(failed)]
+        notes.append(f"{len(failed)} tensor(s) left out: neither shape inference nor the run (an If branch that did "
+                     "not run, or a failed run) tells their type: " + some(failed, 5, str))
     # a model output already (a sequence output too, which mark_pass leaves out unmarked) adds nothing
     outputs = {o.name for o in lazy.proto.graph.output} | {m.output for m in marked if not m.added}
     pending = [r for r in refs if r.name not in outputs]
@@ -285,6 +273,21 @@ def mark(
     types = all_types(model)
     return _result(MarkResult, model, written, path, notes, marked=marked, not_marked=not_marked,
                    types={m.output: type_info(m.output, types.get(m.output)) for m in marked})
+
+
+def _mark_and_run(inferred: onnx.ModelProto, refs: list, stats: bool, lazy, inputs: InputSpec | None, notes: list[str], fs):
+    """``refs`` marked on ``inferred`` (``graph.mark``), and the copy run once where shape inference leaves an output
+    untyped or a Loop / Scan stacks body values it may refuse to stack (``expose.unsure_stack``): (model, marked,
+    the untyped outputs, the stacked ones, the types the run found, why the run failed or None)."""
+    model, marked = mark_pass(inferred, refs, stats=stats, warnings=notes)
+    missing = untyped(model, [m.output for m in marked if m.added])
+    stacked = [m for m in marked if m.added and m.kind == "raw" and unsure_stack(m.ref)]
+    if not (missing or stacked):
+        return model, marked, missing, stacked, {}, None
+    in_if = in_if_branch(lazy.proto)
+    found, run_failed = _observe_types(model, lazy, missing, inputs, notes, also=[m.output for m in stacked],
+                                       skip_empty={m.output for m in marked if m.ref.name in in_if}, fs=fs)
+    return model, marked, missing, stacked, found, run_failed
 
 
 def _why_not_added(not_marked: list, outputs: list[str]) -> str:

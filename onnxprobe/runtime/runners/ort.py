@@ -17,7 +17,7 @@ from onnxprobe.runtime.feeds import fed
 from onnxprobe.runtime.interrupt import call_interruptibly
 from onnxprobe.runtime.ort import Session, create_session, providers_for, resolve_device, run_bound
 from onnxprobe.runtime.runners.base import GraphRunner
-from onnxprobe.stats.tensor_stats import TensorStats
+from onnxprobe.runtime.runners.readback import host_statistics
 from onnxprobe.text import some
 from onnxprobe.types import RunConfig
 
@@ -61,7 +61,7 @@ class OrtRunner(GraphRunner):
         half = [n for n in half if self._fallback is True or n in self._fallback]  # (a model of Identity/Reshape: none)
         returned = {p.ref.name for p in probes if not p.ref.scope and p.ref.name in half and p.ref.name in (outputs or {})}
         for n in returned:
-            stats[n] = TensorStats.from_array(np.asarray(outputs[n]))
+            stats[n] = host_statistics(outputs[n])
         half = [n for n in half if n not in returned]
         if not half:
             return
