@@ -110,7 +110,7 @@ def _agree(v: np.ndarray, want: np.ndarray) -> np.ndarray:
 def find_folds(model: onnx.ModelProto, mod, params: dict[str, np.ndarray], pm: ParamMap) -> list[Fold]:
     """The Conv / ConvTranspose / Gemm + BatchNorm folds of ``model`` (an export of ``mod``) whose weight and bias are folds of the
     module's parameters; a fold changed in some of its values is marked in ``pm`` as a contradiction instead."""
-    stats = [(b.path, b.module, b.inv, b.gamma, b.beta, b.mean) for b in batchnorm_statistics(mod)]
+    stats = batchnorm_statistics(mod)
     if not stats:
         return []
     order = {path: k for k, (path, _) in enumerate(mod.named_modules())}
@@ -123,25 +123,26 @@ def find_folds(model: onnx.ModelProto, mod, params: dict[str, np.ndarray], pm: P
         v, vb = values[n.input[1]], values[n.input[2]]
         if v.dtype.itemsize <= 2 or v.ndim < (2 if n.op_type == "Gemm" else 3):
             continue
-        tied: list[tuple] = []  # the candidates that agree best: (frac, p, path, m, inv, gamma, beta, mean, want)
+        tied: list[tuple] = []  # the candidates that agree best: (frac, p, BatchNormStats, want)
         for p, pv in params.items():
             if pv.shape != v.shape or p in pm.links:
                 continue
-            for path, m, inv, gamma, beta, mean in stats:
-                per = channel_scales(v.shape, gamma * inv, transposed=n.op_type == "ConvTranspose")
+            for bn in stats:
+                per = channel_scales(v.shape, bn.scale, transposed=n.op_type == "ConvTranspose")
                 if not per:
                     continue
                 want = pv.astype(np.float64) * per[0]
                 live = (want != 0) | (v != 0)  # zeros agree with any scale: they tell nothing
                 frac = float(_agree(v, want)[live].mean()) if live.any() else 0.0
                 if frac >= 0.5 and (not tied or frac > tied[0][0]):
-                    tied = [(frac, p, path, m, inv, gamma, beta, mean, want)]
+                    tied = [(frac, p, bn, want)]
                 elif tied and frac == tied[0][0]:
-                    tied.append((frac, p, path, m, inv, gamma, beta, mean, want))
+                    tied.append((frac, p, bn, want))
         best = tied[0] if len(tied) == 1 else _next_batchnorm(tied, order)
         if best is None:
             continue
-        frac, p, path, m, inv, gamma, beta, mean, want = best
+        frac, p, bn, want = best
+        path, m, inv, gamma, beta, mean = bn.path, bn.module, bn.inv, bn.gamma, bn.beta, bn.mean
         cb = p.rpartition(".")[0] + ".bias" if p.endswith(".weight") else None
         cb = cb if cb in params and params[cb].shape == inv.shape else None
         b64 = params[cb].astype(np.float64) if cb else np.zeros_like(inv)
@@ -170,15 +171,15 @@ def _next_batchnorm(tied: list[tuple], order: dict[str, int]) -> tuple | None:
     """Of candidates that fold one parameter with BatchNorms of the same statistics (fresh ones: every scale
     1/sqrt(1 + eps)), whose values therefore cannot tell them apart, the BatchNorm registered next after the
     parameter's module (``Sequential(Conv, BatchNorm, ReLU)``, ``conv1, bn1``), which is the one it feeds; None
-    where the candidates fold other parameters or BatchNorms that differ (ambiguous), or no BatchNorm follows."""
-    if len({t[1] for t in tied}) != 1 or any(not (np.array_equal(t[4] * t[5], tied[0][4] * tied[0][5])
-                                                    and np.array_equal(t[6] - t[7] * t[4] * t[5],
-                                                                       tied[0][6] - tied[0][7] * tied[0][4] * tied[0][5]))
-                                                 for t in tied):
+    where the candidates fold other parameters or BatchNorms that differ (ambiguous), or no BatchNorm follows.
+    ``tied``: (agreement, parameter, BatchNormStats, the folded values it predicts) each."""
+    first = tied[0][2]
+    if len({p for _, p, _, _ in tied}) != 1 or any(not (np.array_equal(bn.scale, first.scale) and np.array_equal(bn.shift, first.shift))
+                                                   for _, _, bn, _ in tied):
         return None
     at = order.get(tied[0][1].rpartition(".")[0], -1)
-    after = [t for t in tied if order.get(t[2], -1) > at]
-    return min(after, key=lambda t: order[t[2]]) if at >= 0 and after else None
+    after = [t for t in tied if order.get(t[2].path, -1) > at]
+    return min(after, key=lambda t: order[t[2].path]) if at >= 0 and after else None
 
 
 def _fusable(n: onnx.NodeProto) -> bool:
