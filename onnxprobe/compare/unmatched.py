@@ -88,7 +88,7 @@ def explain_unmatched(matching: Matching, a: Side, b: Side) -> None:
             u.reason = f"inside {inside[u.obs.name]} in A: diff compares main-graph and If-branch tensors only"
             u.cause = NOT_OBSERVABLE
     if not b.runner.takes_feeds:  # saved values of what A computes from weights alone: left out by the selection
-        consts = constant_tensors(a.model.proto) | {t.name for t in a.model.proto.graph.initializer}
+        consts = constant_tensors(a.model.proto)  # its initializers too
         for u in matching.unmatched_b:
             if u.cause == NO_COUNTERPART and u.obs.name in consts:
                 u.reason = said(lambda say: "in A, computed from weights alone (a constant of the model), which the "

@@ -84,10 +84,12 @@ def merged_twin(params: dict[str, np.ndarray], users: dict[str, set[str]], modul
     if module in reading or (modules is not None and module not in modules):
         return False
 
-    def own(m: str) -> dict[str, tuple]:
-        return {q[len(m) + 1:]: digest(v) for q, v in params.items() if q.rpartition(".")[0] == m}
+    def own(m: str) -> dict[str, np.ndarray]:
+        return {q[len(m) + 1:]: v for q, v in params.items() if q.rpartition(".")[0] == m}
 
     mine = own(module)
     # zeros alone tell nothing: all-zero biases are what exporters dedup and drop (the Adds of 0 removed)
-    some_values = any(np.any(v) for q, v in params.items() if q.rpartition(".")[0] == module)
-    return bool(mine) and some_values and any(own(r) == mine for r in readers)
+    if not any(np.any(v) for v in mine.values()):
+        return False
+    values = {k: digest(v) for k, v in mine.items()}
+    return any({k: digest(v) for k, v in own(r).items()} == values for r in readers)
