@@ -146,3 +146,23 @@ def test_an_mse_loss_of_a_contrib_output_knows_its_shape(tmp_path):
     x64 = x.astype(np.float64)
     y = x64 / (1 + np.exp(-1.702 * x64))
     np.testing.assert_allclose(np.load(tmp_path / "g.npz")["y"], 2 * (y - t) / y.size, rtol=1e-5, atol=1e-7)
+
+
+def test_ai_onnx_ml_outputs_have_onnxruntimes_types():
+    """onnx has no type inference for many ai.onnx.ml ops (Scaler, Normalizer, ...): their outputs, and the
+    standard ops after them, read dtype "?" in `layers`. Oracle: onnxruntime's session types."""
+    ml = "ai.onnx.ml"
+    nodes = [helper.make_node("Scaler", ["x"], ["s"], domain=ml, offset=[0.5] * 3, scale=[2.0] * 3, name="scaler"),
+             helper.make_node("Normalizer", ["s"], ["n"], domain=ml, norm="L2", name="norm"),
+             helper.make_node("Relu", ["n"], ["r"], name="relu"),
+             helper.make_node("Binarizer", ["r"], ["b"], domain=ml, threshold=0.1, name="bin"),
+             helper.make_node("Cast", ["b"], ["y"], to=onnx.TensorProto.DOUBLE, name="cast")]
+    m = make_model(nodes, [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 3])],
+                   [onnx.ValueInfoProto(name="y")], [])
+    m.opset_import.append(helper.make_opsetid(ml, 3))
+    oracle = {k: ORT_TYPES.get(v, "float64" if v == "tensor(double)" else v) for k, v in _ort_types(m).items()}
+    from onnxprobe.graph.shapes import dtype_name, value_types
+
+    types = value_types(Model.of(m, "ml").proto)
+    got = {name: dtype_name(types[name].tensor_type.elem_type) if name in types else None for name in oracle}
+    assert got == oracle == {"s": "float32", "n": "float32", "r": "float32", "b": "float32", "y": "float64"}

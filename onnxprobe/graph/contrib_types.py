@@ -61,7 +61,9 @@ def typed_outputs(graph: onnx.GraphProto) -> list[onnx.ValueInfoProto]:
 # 7.0 -> 11.8 ms, gpt2-tiny (53) 3.9 -> 6.6 ms, bert-tiny (18) 2.8 -> 4.4 ms; `layers --all` on PP-OCRv4
 # det EXTENDED 0.78-0.83 s before, 0.79-0.85 s after (noise).
 
-ONNX_DOMAINS = ("", "ai.onnx", "ai.onnx.ml", "ai.onnx.preview.training")
+# ai.onnx.ml is not among them: onnx's inference has no type function for many of its ops (Scaler, Normalizer,
+# Binarizer...), so their outputs and what follows read "?" where onnxruntime's schemas know the type.
+INFERRED_DOMAINS = ("", "ai.onnx", "ai.onnx.preview.training")
 _TYPE_STR = {f"tensor({name.lower()})": v for name, v in onnx.TensorProto.DataType.items() if v}
 
 
@@ -125,11 +127,11 @@ def _output_types(node: onnx.NodeProto, schema, elem: dict[str, int]) -> dict[st
 def schema_types(model: onnx.ModelProto) -> int:
     """Give the outputs that onnx's inference left without an element type (no value_info, or one with
     elem_type 0) a type-only value_info read off onnxruntime's schemas, in every graph, in node order (see
-    above). Nothing happens for a model whose nodes are all of onnx's domains. Returns how many it typed."""
+    above). Nothing happens for a model whose nodes are all of the domains onnx's inference types. Returns how many it typed."""
     from onnxprobe.graph.walk import subgraphs
 
     def foreign(g: onnx.GraphProto) -> bool:
-        return any(n.domain not in ONNX_DOMAINS or any(foreign(sg) for _, sg in subgraphs(n)) for n in g.node)
+        return any(n.domain not in INFERRED_DOMAINS or any(foreign(sg) for _, sg in subgraphs(n)) for n in g.node)
 
     if not foreign(model.graph):
         return 0

@@ -162,8 +162,8 @@ def structure(model: onnx.ModelProto) -> str:
 # summaries without Σ|x| and the zero count, Probe.stats_extras, the option ``extras`` in the key; 41: a diff's rows
 # without extras leave out the argmax, and an introduced error's Σ|d| too, graph.pair_nodes.EXTRAS; 42: a pair row's
 # Σ|d| is its last sum, not its first; 43: the .json's first line holds the digest of the text after it, which may
-# hold a part parsed later, ``Deferred``)
-FORMAT = 43
+# hold a part parsed later, ``Deferred``; 44: ai.onnx.ml ops' outputs typed from onnxruntime's schemas too)
+FORMAT = 44
 
 
 def key_of(parts: dict) -> str:
