@@ -12,6 +12,7 @@ from onnx import shape_inference
 
 from onnxprobe.errors import first_line
 from onnxprobe.graph.builder import opset_version, single_initializers, single_opsets
+from onnxprobe.graph.contrib_shapes import stand_ins
 from onnxprobe.graph.contrib_types import schema_types, typed_outputs
 from onnxprobe.graph.walk import all_graphs
 from onnxprobe.memory import return_freed_memory, trim
@@ -45,7 +46,9 @@ def annotate(model: onnx.ModelProto, warnings: list[str] | None = None) -> onnx.
         sk.ir_version = 4  # (scales and zero points a quantizer added): from IR 4 on, initializers are read as such
     _densified(sk.graph)
     _read_outputs_known(sk.graph)
-    sk.graph.value_info.extend(typed_outputs(sk.graph))  # com.microsoft's quantized ops: inference goes on past them
+    typed = typed_outputs(sk.graph)
+    sk.graph.value_info.extend(typed)  # com.microsoft's quantized ops: inference goes on past them
+    stand_ins(sk.graph, typed)  # and their outputs' shapes, from standard ops of the same shape (the skeleton only)
     err = ""
     for strict in (True, False):
         try:
