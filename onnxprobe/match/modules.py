@@ -230,22 +230,29 @@ def initializer_users(model: onnx.ModelProto, known: set[str] | None = None) -> 
     kind = exporter(model)
     nodes = list(model.graph.node)
     source = {i.name: i.name for i in model.graph.initializer}
-    for n in nodes:  # Identity chains of initializers, in node order
-        if n.op_type == "Identity" and n.input and n.input[0] in source and n.output:
-            source[n.output[0]] = source[n.input[0]]
-    users: dict[str, set[str]] = {}
-    for n in nodes:
+
+    def paths_of(n: onnx.NodeProto) -> list[str]:
         if kind == "dynamo":
-            paths = dynamo_paths(n)
-        elif kind == "legacy":
+            return dynamo_paths(n)
+        if kind == "legacy":
             got = legacy_path(n.name, known)
             atoms = got[0].split(".") if got and got[0] else []
-            paths = [".".join(atoms[:k]) for k in range(len(atoms) + 1)]
-        else:
-            paths = []
+            return [".".join(atoms[:k]) for k in range(len(atoms) + 1)]
+        return []
+
+    paths = {id(n): paths_of(n) for n in nodes}
+    for n in nodes:  # chains from initializers, in node order
+        if n.op_type == "Identity" and n.input and n.input[0] in source and n.output:
+            source[n.output[0]] = source[n.input[0]]
+        # a node of constants alone that ran in no module (an optimizer's: dynamo's Split of an in_proj_bias that
+        # two attentions read, one each half, left without scopes) passes its data input on: its readers read it
+        elif n.input and n.input[0] in source and not paths[id(n)] and all(not x or x in source for x in n.input):
+            source.update((o, source[n.input[0]]) for o in n.output if o)
+    users: dict[str, set[str]] = {}
+    for n in nodes:
         for x in n.input:
             if x in source:
-                users.setdefault(source[x], set()).update(paths)
+                users.setdefault(source[x], set()).update(paths[id(n)])
                 if n.op_type == "Identity" and n.output:  # the name legacy kept: the module it was
                     users[source[x]].add(n.output[0].rpartition(".")[0])
     return users

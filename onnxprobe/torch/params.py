@@ -37,6 +37,7 @@ from onnxprobe.text import some
 from onnxprobe.torch.module_params import foreign_readers, innermost, merged_twin
 from onnxprobe.torch.param_values import (NOT_AN_EXPORT, batchnorm_fold, broadcast_axes, broadcast_of, changed_copies,
                                             computed_of, copies_of_one, digest, initializer_values, other_values)
+from onnxprobe.torch.slice_merges import unlink_slice_merges
 
 
 @dataclass
@@ -154,6 +155,7 @@ def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits:
     _unlink_buffer_merges(st)
     _unlink_orphan_broadcasts(st)
     _untie_shared(st)
+    unlink_slice_merges(st)
     for link in st.out.links.values():
         st.claimed.update(link.params)
     explained = _explain_computed(st)
