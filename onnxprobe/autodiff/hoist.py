@@ -19,6 +19,13 @@ def _float_constant(n: onnx.NodeProto) -> onnx.TensorProto | None:
     return t if t is not None and t.data_type in FLOAT_TYPES and element_count(t.dims) >= 2 else None
 
 
+def _placeholder(m: onnx.NodeProto, output: str) -> onnx.NodeProto:
+    """What stands in a body for its Constant ``m`` once moved out: a Constant of its name writing an int64 0 to
+    ``output`` (no float value: no weight, no gradient target)."""
+    return onnx.helper.make_node("Constant", [], [output], name=m.name,
+                                 value=onnx.helper.make_tensor("v", onnx.TensorProto.INT64, [], [0]))
+
+
 def hoist_constants(model: onnx.ModelProto) -> onnx.ModelProto:
     """A copy with the float Constants and dense initializers (two values or more) of every body moved to the main
     graph's initializers; ``model`` itself when there are none."""
@@ -66,6 +73,9 @@ def hoist_constants(model: onnx.ModelProto) -> onnx.ModelProto:
                             fresh = fresh_name(everywhere, f"{t.name}.returned")
                             keep.append(onnx.helper.make_node("Identity", [t.name], [fresh], name=fresh))
                             returned[t.name].name = fresh
+                        else:  # a Constant of an int64 0 in its place, read by nothing: every node keeps its
+                            # number and display name ('Sin_7'), which grad's rows and --range share with layers
+                            keep.append(_placeholder(m, fresh_name(everywhere, f"{t.name}.hoisted")))
                     else:
                         c = onnx.NodeProto()
                         c.CopyFrom(m)
