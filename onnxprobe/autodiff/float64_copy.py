@@ -37,7 +37,9 @@ def to_float64(model: onnx.ModelProto) -> onnx.ModelProto:
                     keep32.add(i)
     for g in all_graphs(out.graph):
         _graph_to_float64(g, keep32)
-    del out.graph.value_info[:]
+    # the main graph's value_info is kept, converted as the bodies' is: the shapes learned from a run (a Loop's
+    # carried output, which onnx's inference leaves without a rank) are what the float64 backward graph sums
+    # back to; dropped, the check of any model with a Loop fell back to float32 gradients
     return out
 
 
