@@ -114,6 +114,19 @@ class NoGradientRule(ModelError):
         return NoGradientRule(self.op, self.node, self.hint, self.needed, self.supported, where, self.through)
 
 
+class RuleRefused(ModelError):
+    """A gradient rule that cannot handle this use of its op (an Einsum diagonal, a size left dynamic). Made from its
+    parts, so that the If/Loop/Scan body the node lies in can be named (``within``), as ``NoGradientRule`` is."""
+
+    def __init__(self, op: str, node: str, why: str, where: str | None = None):
+        self.op, self.node, self.why, self.where = op, node, why, where
+        inside = f" (in {where})" if where else ""
+        super().__init__(f"cannot differentiate {op} node {node!r}{inside}: {why}")
+
+    def within(self, where: str) -> "RuleRefused":
+        return RuleRefused(self.op, self.node, self.why, where)
+
+
 class ExecutionError(OnnxProbeError):
     """onnxruntime (or another runtime) could not build a session for, or run, the model. Exit code 1."""
 

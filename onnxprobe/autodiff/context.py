@@ -8,7 +8,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from onnxprobe.errors import ModelError, OpsetTooOld, UnknownShape
+from onnxprobe.errors import ModelError, OpsetTooOld, RuleRefused, UnknownShape
 from onnxprobe.graph.builder import FLOAT_TYPES, np_dtype
 
 
@@ -51,8 +51,8 @@ class NodeGrad:
     def wants(self, i: int) -> bool:
         return i < len(self._wants) and self._wants[i]
 
-    def fail(self, why: str) -> ModelError:
-        return ModelError(f"cannot differentiate {self.node.op_type} node {self.name!r}: {why}")
+    def fail(self, why: str) -> RuleRefused:
+        return RuleRefused(self.node.op_type, self.name, why)
 
     def unknown_size(self, what: str) -> ModelError:
         """The error for a rule that needs a size the model leaves dynamic (``what`` says which): --shape

@@ -28,8 +28,8 @@ from onnxprobe.autodiff import registry
 from onnxprobe.autodiff.blocked import blocked_tensors, partial_tensors
 from onnxprobe.autodiff.context import NodeGrad
 from onnxprobe.autodiff.nested import rename
-from onnxprobe.autodiff.no_rule import no_rule_error
-from onnxprobe.errors import ModelError, UnknownShape, UsageError
+from onnxprobe.autodiff.no_rule import no_rule_error, seen_from_outside
+from onnxprobe.errors import ModelError, NoGradientRule, UnknownShape, UsageError
 from onnxprobe.graph.builder import FLOAT_TYPES, GraphBuilder, all_names, default_opset
 from onnxprobe.graph.shapes import static_shape, value_types
 from onnxprobe.graph.tensor_data import to_array
@@ -401,7 +401,10 @@ def _differentiate(eng: Engine, nodes: list[onnx.NodeProto], active: list[onnx.N
         eng.b.doc = f"onnxprobe backward of {n.op_type} node {display}"
         before = len(eng.b.nodes)
         implicit = [t for t in implicit_inputs(n) if t in rg] if any(True for _ in subgraphs(n)) else []
-        grads = rule.fn(NodeGrad(eng, n, display, dys, wants, implicit))
+        try:
+            grads = rule.fn(NodeGrad(eng, n, display, dys, wants, implicit))
+        except NoGradientRule as e:  # a body's op: named with the tensors wanted here, not the body's own
+            raise seen_from_outside(e, n, rg, nodes, wrt) from e
         named = {}
         if isinstance(grads, dict):  # int keys: input slots; str keys: outer tensors a body reads
             named = {k: v for k, v in grads.items() if isinstance(k, str) and v is not None and k in implicit}

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import onnx
 from onnx import helper
 
-from onnxprobe.errors import NoGradientRule
+from onnxprobe.errors import NoGradientRule, RuleRefused
 from onnxprobe.graph.shapes import infer_shapes, value_types
 from onnxprobe.graph.walk import implicit_inputs, needed_nodes, outer_reads, subgraphs
 
@@ -51,7 +51,7 @@ def differentiate_body(eng, attach, body: onnx.GraphProto, seeds: dict[str, str]
     its initial value's); ``where``: the body, for messages (an op without a rule says where it lies)."""
     try:
         return _differentiate_body(eng, attach, body, seeds, wrt, input_types)
-    except NoGradientRule as e:
+    except (NoGradientRule, RuleRefused) as e:
         if where and e.where is None:  # the innermost body names where the node lies
             raise e.within(where) from e
         raise

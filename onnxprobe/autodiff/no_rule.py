@@ -8,7 +8,7 @@ import onnx
 
 from onnxprobe.autodiff import registry
 from onnxprobe.errors import NoGradientRule
-from onnxprobe.graph.walk import implicit_inputs, needed_nodes
+from onnxprobe.graph.walk import implicit_inputs, needed_nodes, subgraphs
 
 
 def no_rule_error(n: onnx.NodeProto, display: str, rg: set[str], nodes: list[onnx.NodeProto],
@@ -28,3 +28,22 @@ def _wanted_behind(tensors: list[str], rg: set[str], nodes: list[onnx.NodeProto]
     carrying = [n for n in nodes if any(o in rg for o in n.output)]
     behind = set(tensors) | {i for n in needed_nodes(carrying, tensors) for i in list(n.input) + implicit_inputs(n)}
     return [t for t in dict.fromkeys(wrt) if t in behind]
+
+
+def seen_from_outside(e: NoGradientRule, n: onnx.NodeProto, rg: set[str], nodes: list[onnx.NodeProto],
+                      wrt: list[str]) -> NoGradientRule:
+    """``e``, raised for a node inside a body of ``n`` (an If, Loop or Scan of ``nodes``), with the wanted tensors
+    of ``n``'s graph (``wrt``) behind it in place of the body's own: its formal inputs are ``n``'s inputs (a Loop's
+    carried values from slot 2 on, a Scan's from slot 0), the outer tensors it reads keep their names. The body's
+    names ('h_in', 'x_t') told the user nothing they had asked for."""
+    if e.where is None:
+        return e
+    formal: dict[str, str] = {}
+    first = {"Loop": 2, "Scan": 0}.get(n.op_type)
+    for _, body in subgraphs(n):
+        if first is not None:
+            formal.update((vi.name, x) for vi, x in zip(body.input[first:], n.input[first:]) if x)
+    outer = [formal.get(t, t) for t in (e.needed or e.through)]
+    outer = [t for t in dict.fromkeys(outer) if t in rg]
+    wanted = _wanted_behind(outer, rg, nodes, wrt)
+    return NoGradientRule(e.op, e.node, e.hint, wanted or outer or e.needed, e.supported, e.where, e.through)
