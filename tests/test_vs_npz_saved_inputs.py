@@ -28,3 +28,20 @@ def test_an_input_given_over_a_saved_one_is_said(tmp_path):
     assert any("not on the one saved in acts.npz" in n for n in d.notes), d.notes
     same = api.diff(sample_path("mlp"), vs_npz=tmp_path / "acts.npz")
     assert not any("not on the one saved" in n for n in same.notes) and same.verdict()[0] == "pass", same.verdict()
+
+
+def test_the_saved_input_given_again_is_no_other_input(tmp_path):
+    """The README's `--vs-npz test_data_set_0/ --inputs test_data_set_0/` (one input named twice) was told A ran on
+    another input than the saved one; the same values given again are that input (a file too, a copy in float64 not)."""
+    res = api.layers(sample_path("mlp"), api.Selection(all=True), save=True)
+    arrays = {**{k: np.asarray(v) for k, v in res.arrays.items()}, "x": res.feed["x"]}
+    np.savez(tmp_path / "acts.npz", **{k.replace("/", "_"): v for k, v in arrays.items()})
+    np.save(tmp_path / "x.npy", res.feed["x"])
+    for given in (api.InputSpec(arrays={"x": res.feed["x"].copy()}), api.InputSpec(files={"x": str(tmp_path / "x.npy")})):
+        d = api.diff(sample_path("mlp"), vs_npz=tmp_path / "acts.npz", inputs=given)
+        assert not any("not on the one saved" in n for n in d.notes), d.notes
+        assert d.verdict()[0] == "pass", d.verdict()
+    nudged = res.feed["x"].copy()
+    nudged.flat[0] = np.nextafter(nudged.flat[0], np.float32(np.inf))
+    d = api.diff(sample_path("mlp"), vs_npz=tmp_path / "acts.npz", inputs=api.InputSpec(arrays={"x": nudged}))
+    assert any("not on the one saved in acts.npz" in n for n in d.notes), d.notes

@@ -21,7 +21,7 @@ from onnxprobe.compare.result import DiffResult
 from onnxprobe.compare.diff import diff as _diff
 from onnxprobe.compare.sensitivity import fp32_sensitivity as _sensitivity
 from onnxprobe.compare.sides import Side, load_notes, model_side, npz_side, own_tensors, who_of
-from onnxprobe.errors import RUNTIME_OPTIONS, ExecutionError, UsageError, setting_error, settings_error
+from onnxprobe.errors import RUNTIME_OPTIONS, ExecutionError, OnnxProbeError, UsageError, setting_error, settings_error
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.select import Selection, check_selects
 from onnxprobe.runtime import feeds as _feeds
@@ -235,6 +235,20 @@ def activations(vs_npz, model: onnx.ModelProto | None = None) -> Activations:
     return Activations("activations", arrays, from_file=False)
 
 
+def _same_as_saved(model: Model, spec: InputSpec, name: str, saved: np.ndarray) -> bool:
+    """Whether the value ``spec`` gives input ``name`` is the one saved with the activations (the README's
+    `--vs-npz test_data_set_0/ --inputs test_data_set_0/`: one file named twice); False where it cannot be read
+    (the run says why)."""
+    try:
+        value = _feeds.given_values(_feeds.model_inputs(model.proto), spec).get(name)
+    except OnnxProbeError:
+        return False
+    if value is None:
+        return False
+    a, b = np.asarray(value[0]), np.asarray(saved)
+    return a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b, equal_nan=a.dtype.kind in "fc")
+
+
 def saved_inputs(model: Model, inputs: InputSpec | None, saved: Activations) -> tuple[InputSpec | None, list[str]]:
     """``inputs`` with the model's inputs that ``saved`` (activations) holds, where the user gave none for
     them: the activations were computed from those, and random data would compare other computations
@@ -253,6 +267,7 @@ def saved_inputs(model: Model, inputs: InputSpec | None, saved: Activations) -> 
     # inputs given that the file holds too: A runs on those given, and the activations were computed from the saved
     # ones (every pair may fail for it: said, not silently)
     over = sorted(i.name for i in _feeds.model_inputs(model.proto) if i.name in saved.arrays and i.name in given)
+    over = [k for k in over if not _same_as_saved(model, spec, k, saved.arrays[k])]
     notes += [f"A runs on the input{'s' if len(over) > 1 else ''} given for {', '.join(map(quote, over))}, not on "
               f"{'those' if len(over) > 1 else 'the one'} saved in {where}, from which its activations were computed"] if over else []
     if not use:
