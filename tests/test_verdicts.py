@@ -184,6 +184,9 @@ def test_per_tensor_criteria_are_in_the_header_and_flags_say_why(tmp_path):
     r = invoke("diff", a, sample_path("cnn"), "--metric", "mean_abs", "--atol", "0.01", "--json", "-")
     # --atol alone is an absolute metric's threshold: no default rtol added (tests/test_metric_edges.py)
     assert json.loads(r.stdout)["criterion"] == "mean|a-b| <= 0.01 (given: --metric mean_abs --atol 0.01)"
+    # a threshold alone implies its metric, which the line does not say was given (it read '--metric sqnr --min-sqnr 25')
+    r = invoke("diff", a, sample_path("cnn"), "--min-sqnr", "25", "--json", "-")
+    assert json.loads(r.stdout)["criterion"] == "SQNR >= 25 dB (given: --min-sqnr 25)", r.stdout[:300]
 
 
 def test_a_failing_output_fails_the_verdict_even_where_another_could_not_be_compared(tmp_path):

@@ -239,6 +239,7 @@ class Tolerance:
         another metric than ``--metric`` is refused."""
         if metric is not None and metric not in METRICS:
             raise setting_error(UsageError, FLAGS["metric"], f"{as_word(metric)}: choose one of {', '.join(METRICS)}")
+        named = metric is not None  # a metric a threshold implies (--min-sqnr 25) was not given: not said so
         given = {k: v for k, v in (("min_sqnr", min_sqnr), ("min_cosine", min_cosine)) if v is not None}
         implied = {THRESHOLDS[k] for k in given}
         if len(implied) > 1:
@@ -267,7 +268,7 @@ class Tolerance:
             raise setting_error(UsageError, FLAGS["min_sqnr"], f"{min_sqnr}: give a finite number of dB")
         values = {"atol": atol, "rtol": rtol, "min_sqnr": min_sqnr, "min_cosine": min_cosine}
         given = tuple(k for k, v in values.items() if v is not None)
-        metric_given = metric is not None
+        metric_given = named
         metric = metric or "allclose"
         # --metric max_abs --atol 0.5 means max|a-b| <= 0.5: the default rtol added 0.001 max|b| unasked (a
         # max|a-b| of 5 passed against |b| ~ 1e4); with --rtol too, both
