@@ -57,6 +57,14 @@ CASES = [
     ("sum past float64", lambda t, m: m.update(sum=[1e308, 1e308]), "past float64's range"),
     ("exp out of range", lambda t, m: m.update(exp=10**6), "exp 1000000"),
     ("a key missing", lambda t, m: m.pop("sumsq"), "no 'sumsq'"),
+    # null is an overflowed sum: values float64 sums hold have none (the merge wrote a null mean, exit 0)
+    ("sum unknown", lambda t, m: m.update(sum=[None]), "sum is unknown (null)"),
+    ("sumsq unknown", lambda t, m: m.update(sumsq=[None]), "sumsq is unknown (null)"),
+    ("sumabs unknown", lambda t, m: m.update(sumabs=[None]), "sumabs is unknown (null)"),
+    # an empty histogram beside finite values: the merged percentiles came from the other shards alone
+    ("histogram empty", lambda t, m: t.update(histogram={**t["histogram"], "codes": [], "counts": []}), "histogram holds 0 values"),
+    ("histogram of zero counts", lambda t, m: t.update(histogram={**t["histogram"], "codes": [t["histogram"]["codes"][0]],
+                                                                  "counts": [0]}), "histogram holds 0 values"),
 ]
 
 
@@ -116,3 +124,43 @@ def test_moments_of_no_finite_values_pass_the_checks(x):
         d = json.loads(json.dumps(Moments.from_stats(TensorStats.from_array(x.astype(dtype))).to_dict()))
         m = Moments.from_dict(d)
         assert (m.count, m.nan + m.inf) == (x.size, x.size)
+
+
+def test_an_overflowed_sum_is_still_read():
+    """The one case onnxprobe writes a sum unknown (null): float64 values whose sum passes float64's range."""
+    v = np.full(4, 1.5e308)
+    d = json.loads(json.dumps(Moments.from_stats(TensorStats.from_array(v)).to_dict()))
+    m = Moments.from_dict(d)
+    assert m.count == 4 and m.stats().max == 1.5e308
+
+
+def test_shards_of_signed_zeros_merge_to_the_same_bytes_in_any_order(tmp_path):
+    """+0 and -0 shards: min(-0.0, 0.0) keeps its first argument, so the merged min and max said 0 or -0 as the
+    order fell, where merge-stats promises the same bytes in any order. Oracle: the bytes of both orders."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from conftest import make_model
+
+    p = tmp_path / "m.onnx"
+    onnx.save(make_model([helper.make_node("Mul", ["x", "z"], ["y"], name="mul")],
+                         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8])],
+                         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8])],
+                         [helper.make_tensor("z", TensorProto.FLOAT, [], [0.0])]), p)
+    out = []
+    for k, x in enumerate((np.full(8, -1.0), np.full(8, 1.0), np.r_[np.ones(4), -np.ones(4)])):
+        d = tmp_path / f"d{k}"
+        d.mkdir()
+        np.savez(d / "b.npz", x=x.astype(np.float32))
+        out.append(tmp_path / f"s{k}.json")
+        r = runner.invoke(app, ["layers", str(p), "--all", "--inputs-dir", str(d), "--json", str(out[-1])])
+        assert r.exit_code == 0, r.output
+    merged = []
+    for order in ((0, 1, 2), (1, 2, 0), (2, 0, 1)):
+        m = tmp_path / f"m{''.join(map(str, order))}.json"
+        r = runner.invoke(app, ["merge-stats", *(str(out[k]) for k in order), "--json", str(m)])
+        assert r.exit_code == 0, r.output
+        merged.append(m.read_bytes())
+    assert merged[0] == merged[1] == merged[2]
+    y = json.loads(merged[0])["tensors"][0]
+    assert (y["min"], y["max"]) == (0, 0)

@@ -76,6 +76,7 @@ LAYERS = [
     ("device", _drop("device")),
     ("opt_level", _drop("opt_level")),
     ("device", lambda d: d.update(device=7)),
+    ("device", lambda d: d.update(device=[1, 2])),  # a list of devices is one of strings (it merged as ["cpu", [1, 2]])
     ("index", _tensor("index", drop=True)),
     ("index", _tensor("index", "0")),
     ("node", _tensor("node", 5)),

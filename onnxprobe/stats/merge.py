@@ -131,7 +131,7 @@ def check_report(d, label: str) -> None:
             except ValueError as e:
                 raise UsageError(f"{where} ({t['name']!r}): {e}") from None
             finite = m.count - m.nan - m.inf  # the histogram bins every finite value, zeros in code 0
-            if hist.total and (hist.total != finite or hist.counts.get(0, 0) != m.zeros):
+            if hist.total != finite or hist.counts.get(0, 0) != m.zeros:  # an empty one too: percentiles of other shards
                 raise UsageError(f"{where} ({t['name']!r}): the histogram holds {hist.total} values ({hist.counts.get(0, 0)} "
                                  f"zeros), the moments {finite} finite ({m.zeros} zeros): a damaged report")
 

@@ -15,6 +15,7 @@ units meet at the larger, exactly (a power of two moves only the exponents).
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -126,7 +127,7 @@ class Moments:
         e = max((m.exp for m in (self, o) if m.count - m.nan - m.inf > 0), default=max(self.exp, o.exp))
         x, y = self._in(e), o._in(e)
         return Moments(self.count + o.count, self.nan + o.nan, self.inf + o.inf, self.zeros + o.zeros,
-                       min(self.min, o.min), max(self.max, o.max), exact_sum(x.sum + y.sum),
+                       _unsigned(min(self.min, o.min)), _unsigned(max(self.max, o.max)), exact_sum(x.sum + y.sum),
                        exact_sum(x.sumsq + y.sumsq), exact_sum(x.sumabs + y.sumabs), e)
 
     def _in(self, e: int) -> "Moments":
@@ -217,6 +218,11 @@ class Moments:
         if zeros and (lo > 0 or hi < 0):
             raise Impossible(f"{zeros} zeros, yet every value lies in [{lo:g}, {hi:g}]")
         sums = {k: partial_list(k) for k in ("sum", "sumsq", "sumabs")}
+        for k in ("sum", "sumsq", "sumabs"):  # [null]: a sum that overflowed, which one float64 holds cannot have
+            if None in d[k] and count - nan - inf > 0 and not _unknown_sums_hold(
+                    count - nan - inf, lo, hi, exp, 2 if k == "sumsq" else 1):
+                raise ValueError(f"{k} is unknown (null) for {count - nan - inf} values in [{lo:g}, {hi:g}], whose "
+                                 "sum float64 holds (onnxprobe writes null only for a sum that overflowed)")
         known = {k: value_of(v) for k, v in sums.items() if all(map(math.isfinite, v))}  # not [nan] (overflowed)
         if count - nan - inf == 0:  # no finite value: no extremes, every sum 0 (else they moved a merge's mean)
             held = [k for k in ("sum", "sumsq", "sumabs") if known.get(k, 1)] + [k for k, v in (("min", d["min"]),
@@ -234,6 +240,19 @@ class Moments:
             raise ValueError(f"sum {float(known['sum']):g} has the wrong sign for values in [{lo:g}, {hi:g}]")
         _check_bounds(count - nan - inf, lo, hi, exp, known)
         return cls(*counts, lo, hi, sums["sum"], sums["sumsq"], sums["sumabs"], exp)
+
+
+def _unsigned(v):
+    """A float zero extreme as +0.0: min(-0.0, 0.0) keeps the first, so merged shards of +0 and -0 values said
+    0 or -0 as their order fell (merge-stats promises the same bytes in any order)."""
+    return 0.0 if isinstance(v, float) and v == 0 else v
+
+
+def _unknown_sums_hold(n: int, lo, hi, exp: int, power: int) -> bool:
+    """Whether a sum of ``n`` values in [lo, hi] (of their squares: ``power`` 2), in units of 2^exp, may pass
+    float64's range, the one case onnxprobe writes it unknown ([null])."""
+    top = max(abs(Fraction(lo)), abs(Fraction(hi))) if math.isfinite(lo) and math.isfinite(hi) else None
+    return top is None or n * top ** power / Fraction(2) ** (exp * power) > Fraction(sys.float_info.max)
 
 
 SUMS_RTOL = Fraction(1, 10**6)  # a batch's sums come from float64 (or float32 rows') statistics: rounded

@@ -34,8 +34,8 @@ _SAID = {"text": "a string", "count": "a count", "flag": "true or false", "numbe
 
 # a layers dataset report (``report.layers``): shards that ran differently list their devices when merged;
 # a runtime other than onnxruntime has no opt level (null)
-LAYERS_TOP = {"device": (("text", "list"), REQUIRED), "opt_level": (("text", "list"), NULLABLE),
-              "runtime": (("text", "list"), OPTIONAL), "notes": (("texts",), OPTIONAL), "timing": (("object",), LOOSE)}
+LAYERS_TOP = {"device": (("text", "texts"), REQUIRED), "opt_level": (("text", "list"), NULLABLE),
+              "runtime": (("text", "texts"), OPTIONAL), "notes": (("texts",), OPTIONAL), "timing": (("object",), LOOSE)}
 LAYERS_TENSOR = {"index": (("count",), REQUIRED), "node": (("text",), REQUIRED), "scope": (("text",), NULLABLE),
                  "is_output": (("flag",), REQUIRED), "shape": (("dims",), LOOSE), "not_observed": (("text",), LOOSE),
                  "kernel_ms": (("number",), LOOSE)}
