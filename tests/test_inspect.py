@@ -516,3 +516,23 @@ def test_a_quantized_weight_is_its_stored_integers_not_a_float_copy_computed_at_
     assert d["parameters_at_load"] == d["parameters"] == 14
     r = invoke("inspect", p)
     assert r.exit_code == 0 and "computed from constants" not in r.stdout, r.output
+
+
+def test_an_empty_dim_name_is_an_unknown_dimension(tmp_path):
+    """A dimension with dim_param "" (some exporters write it) read as a blank ('0 x  x 3', JSON ""); onnxruntime
+    reads it as unknown, as the table's '?' and JSON's null say. Oracle: onnxruntime's input shape."""
+    import onnxruntime as ort
+
+    vi = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, "", 3])
+    vi.type.tensor_type.shape.dim[1].dim_param = ""
+    m = make_model([helper.make_node("Relu", ["x"], ["y"], name="relu")], [vi],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    assert m.graph.input[0].type.tensor_type.shape.dim[1].HasField("dim_param")
+    p = tmp_path / "m.onnx"
+    onnx.save(m, p)
+    ort_shape = ort.InferenceSession(str(p), providers=["CPUExecutionProvider"]).get_inputs()[0].shape
+    assert ort_shape[1] is None or ort_shape[1] == ""  # unknown to onnxruntime
+    r = CliRunner().invoke(app, ["inspect", str(p), "--json", "-"])
+    assert json.loads(r.stdout)["inputs"][0]["shape"] == [2, None, 3]
+    r = CliRunner().invoke(app, ["inspect", str(p)])
+    assert "2x?x3" in r.stdout, r.stdout

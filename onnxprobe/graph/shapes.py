@@ -224,7 +224,7 @@ def static_shape(t: onnx.TypeProto | None) -> tuple | None:
     for d in t.tensor_type.shape.dim:
         if d.HasField("dim_value") and d.dim_value >= 0:  # some exporters write -1 for "dynamic"
             dims.append(int(d.dim_value))
-        elif d.HasField("dim_param"):
+        elif d.HasField("dim_param") and d.dim_param:  # an empty name is no name: unknown, as onnxruntime reads it
             dims.append(d.dim_param)
         else:
             dims.append(None)
