@@ -536,3 +536,18 @@ def test_an_empty_dim_name_is_an_unknown_dimension(tmp_path):
     assert json.loads(r.stdout)["inputs"][0]["shape"] == [2, None, 3]
     r = CliRunner().invoke(app, ["inspect", str(p)])
     assert "2x?x3" in r.stdout, r.stdout
+
+
+def test_a_string_tensor_computed_at_load_is_of_unknown_size(tmp_path):
+    """An Identity of a string initializer is computed at load; its size was said as 8 B a string (24 B for
+    three), which no shape tells: it is counted as of unknown size, as the README says of such weights."""
+    init = helper.make_tensor("s", TensorProto.STRING, [3], [b"a", b"bb", b"ccc"])
+    m = make_model([helper.make_node("Identity", ["s"], ["t"], name="id"),
+                    helper.make_node("Identity", ["x"], ["y"], name="id2")],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2]),
+                    helper.make_tensor_value_info("t", TensorProto.STRING, [3])], [init])
+    p = tmp_path / "m.onnx"
+    onnx.save(m, p)
+    r = CliRunner().invoke(app, ["inspect", str(p)])
+    assert "1 computed from constants at load (0 B; 1 of unknown size)" in r.stdout, r.stdout

@@ -276,7 +276,8 @@ def _computed(model: onnx.ModelProto, sites: list[NodeSite], types: dict[str, on
         shape = static_shape(t)
         n_el = None if shape is None else element_count(shape)
         count += 1
-        if n_el is None or not t.tensor_type.elem_type:
+        # a string tensor's bytes are its strings', which nothing computed at load tells (dims_nbytes gave 8 a string)
+        if n_el is None or t.tensor_type.elem_type in (0, onnx.TensorProto.STRING):
             unsized += 1
             continue
         elements += n_el
