@@ -102,7 +102,10 @@ def test_literals_take_the_inputs_dtype_where_that_keeps_their_value(name, text,
     ("i64", "99999999999999999999999", "out of range"),  # beyond int64: not a 'ragged list'
     ("u8", "[300, 1]", "300 is out of range \\(0..255\\)"),
     ("u8", "-1", "-1 is out of range"),
-    ("f16", "70000", "beyond its largest value"),
+    ("f16", "70000", "70000 rounds to inf: beyond its range \\(±65504\\)"),
+    ("f16", "-65520", "-65520 rounds to -inf"),  # not 'beyond its largest value': the most negative
+    ("f16", "1e-8", "1e-08 rounds to 0: below its smallest value"),  # underflow: a value typed is no zero
+    ("f32", "1e-50", "rounds to 0"),
     ("flag", "2", "2 is not true, false, 0 or 1"),
     ("flag", "0.5", "not true, false, 0 or 1"),
     ("f32", "[[1, 2], [3]]", "rectangular"),
@@ -140,9 +143,14 @@ def test_literal_values_take_nan_and_inf_and_name_a_broken_list():
         literal("[1,2")
     with pytest.raises(UsageError, match="beyond float64's range"):
         literal("[1e400]")
-    with pytest.raises(UsageError, match="beyond its largest value"):
+    with pytest.raises(UsageError, match="rounds to inf"):
         literal_as(literal("1e39"), np.float32)
+    # float16 rounds 65505..65519 to its largest value, as any float rounds what it cannot hold exactly
+    assert literal_as(literal("65510"), np.float16).item() == 65504
+    assert literal_as(literal("[0.1, -6e-8]"), np.float16).tolist() == [np.float16(0.1), np.float16(-6e-8)]
     assert literal("model.onnx") is None  # not a value: a file name
+    with pytest.raises(UsageError, match="^files \\(--input\\) f32=1e400: value 1e400: beyond"):  # the setting too
+        make_feeds(typed_inputs_model(), files={"f32": "1e400"})
 
 
 def test_a_dimension_the_model_fixes_at_zero_is_kept():

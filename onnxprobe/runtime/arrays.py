@@ -382,8 +382,14 @@ def literal_as(value: np.ndarray, dtype: np.dtype) -> np.ndarray:
             if not (info.min <= int(x) <= info.max):
                 raise refuse(f"{x!r} is out of range ({info.min}..{info.max})")
         elif kind in "fc":
-            if math.isfinite(x) and abs(x) > float(np.finfo(dtype).max):  # inf and nan were asked for as such
-                raise refuse(f"{x!r} is beyond its largest value ({float(np.finfo(dtype).max):.4g})")
+            info = np.finfo(dtype)
+            with np.errstate(over="ignore", under="ignore"):
+                cast = np.array(x).astype(dtype)
+            if math.isfinite(x) and np.isinf(cast):  # inf and nan were asked for as such; 65510 rounds to 65504
+                raise refuse(f"{x!r} rounds to {'-' if x < 0 else ''}inf: beyond its range "
+                             f"(±{float(info.max):.17g})".replace(".0)", ")"))
+            if x != 0 and cast == 0:  # underflow: a value typed is no zero
+                raise refuse(f"{x!r} rounds to 0: below its smallest value ({float(info.smallest_subnormal):.3g})")
     if kind in "iu":
         return np.array([int(x) for x in value.flat], dtype=dtype).reshape(value.shape)
     return np.array([x for x in value.flat], dtype=dtype).reshape(value.shape)

@@ -384,7 +384,11 @@ def given_values(specs: list[ModelInput], spec: InputSpec, weights: frozenset[st
     for name, path in spec.files.items():
         if name in given:
             raise settings_error(UsageError, lambda say: f"input {clean(name)}: given both by {say(ARRAYS)} and by {say(FILES)}; give it once")
-        value = literal(path)
+        try:
+            value = literal(path)
+        except UsageError as e:  # a number past float64's range (1e400): said with the flag, as every value is
+            why = str(e)
+            raise settings_error(UsageError, lambda say: f"{say.given(FILES, clean(name), clean(path))}: {why}") from None
         if value is not None:  # NAME=VALUE: a literal takes the model's dtype, where that keeps its value
             try:
                 given[name] = (literal_as(value, by_name[name].dtype), f"value {path}")
