@@ -221,3 +221,6 @@ def test_a_model_without_the_onnx_domain_gets_the_loss_ops_without_a_conversion(
     onnx.save(m, p)
     res = api.grad(str(p), inputs={"X": np.linspace(0, 1, 12, dtype=np.float32).reshape(3, 4)}, save=True)
     np.testing.assert_array_equal(res.arrays["Y"], np.ones((3, 4), np.float32))
+    # the note says what happened: the copy imports the ONNX domain, no "model opset 1" converted (it has none)
+    note = next((n for n in res.plan.warnings if "opset" in n), "")
+    assert "imports no ONNX domain (it has ai.onnx.ml)" in note and "model opset" not in note, res.plan.warnings

@@ -302,8 +302,12 @@ def grad_plan(model: ModelLike, spec: GradSpec | None = None, selection: Selecti
     # the tensors the converter adds): the copy numbers its nodes otherwise (a Constant before each Unsqueeze)
     gp = _grad_plan(upgraded, spec, selection, feed=feed, names=names, unsupported=unsupported,
                     probe_inputs=probe_inputs, cache=cache, fixed=first.get("targets"))
-    gp.warnings.insert(0, f"model opset {old}: the gradients need opset {needed} ops, so they are computed on a "
-                          f"copy converted to opset {GRAD_OPSET} (onnx.version_converter), which --export writes")
+    # a model that imports no ONNX domain (ai.onnx.ml alone) is not converted: its copy imports the ONNX domain
+    said = (f"model opset {old}: the gradients need opset {needed} ops, so they are computed on a copy converted to opset "
+            f"{GRAD_OPSET} (onnx.version_converter)" if any(o.domain in ("", "ai.onnx") for o in model.proto.opset_import) else
+            f"the model imports no ONNX domain (it has {', '.join(sorted({o.domain for o in model.proto.opset_import}))}): "
+            f"the gradients need opset {needed} ops, so they are computed on a copy that imports it at opset {GRAD_OPSET}")
+    gp.warnings.insert(0, f"{said}, which --export writes")
     return gp
 
 
