@@ -953,6 +953,16 @@ def test_a_float16_model_against_its_float32_original(tmp_path):
     assert r.metrics.sqnr_db == pytest.approx(10 * np.log10((a ** 2).sum() / ((a - b) ** 2).sum()), rel=1e-6)
     with pytest.raises(api.UsageError, match="float type"):
         api.diff_grad(paths["h16"], paths["h32"])
+    # values float16 cannot hold: both models ran on Inf (the user's 1e6 said nowhere, a numpy warning leaked, and
+    # one finite value left among them passed): one clear error, no warning
+    big = x.copy()
+    big[1] = 1e6
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(api.UsageError, match=r"input 'x' holds 8 value\(s\) beyond float16's range .* model \(B\)"):
+            api.diff(paths["h32"], paths["h16"], inputs=api.InputSpec(arrays={"x": big}))
 
 
 def test_one_float16_model_run_two_ways_gets_the_half_criterion(tmp_path):

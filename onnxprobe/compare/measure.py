@@ -147,7 +147,16 @@ def same_values(feeds: dict[str, np.ndarray], floats: dict[str, tuple[int, int]]
     for n, types in floats.items():
         if n in out and isinstance(out[n], np.ndarray):
             narrow = min(types, key=FLOATS.index)
-            out[n] = out[n].astype(helper.tensor_dtype_to_np_dtype(narrow)).astype(out[n].dtype)
+            with np.errstate(over="ignore"):  # said below, not as numpy's RuntimeWarning
+                rounded = out[n].astype(helper.tensor_dtype_to_np_dtype(narrow))
+            over = np.isinf(rounded) & np.isfinite(out[n])
+            if over.any():  # both models would run on Inf where the values were finite: nothing compared, or a false pass
+                kind = TensorProto.DataType.Name(narrow).lower()
+                raise UsageError(f"input {quote(n)} holds {int(over.sum())} value(s) beyond {kind}'s range (e.g. "
+                                 f"{float(out[n][over].flat[0]):g}), which the {kind} model "
+                                 f"({'A' if types[0] == narrow else 'B'}) takes: both would run on Inf there; give "
+                                 f"inputs {kind} holds")
+            out[n] = rounded.astype(out[n].dtype)
     return out
 
 
