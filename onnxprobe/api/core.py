@@ -12,7 +12,7 @@ import numpy as np
 from onnxprobe.api.datasets import BatchWorker, Source, first_shapes, model_path, run_batches, source
 from onnxprobe.api.inputs import (
     ModelLike, Progress, as_progress, as_config, as_inputs, as_max_memory, as_model, as_names, as_probe_result, as_raw, as_ray, as_selection, check_switches,
-    checked_feed, load, proto_of,
+    checked_feed, load, of_model, proto_of,
 )
 from onnxprobe.errors import ExecutionError, ModelError, UsageError, settings_error
 from onnxprobe.graph.expose import expose
@@ -87,9 +87,14 @@ def run(plan: ProbePlan | Model, feed: dict[str, np.ndarray] | Feeds, config: Ru
     if isinstance(plan, ProbePlan):
         if runtime != "ort":
             raise UsageError("a probed plan is ONNX rewritten for onnxruntime: pass the Model to run it on another runtime")
+        if selection is not None:  # it was ignored: the rows came back for the plan's own tensors
+            raise UsageError("selection: a plan's tensors are chosen when it is made (api.plan(model, selection)); "
+                             "pass the Model to run another selection")
         base = plan.base if plan.base is not None else plan.model
         kept = [p.ref.name for p in plan.probes if p.raw_output]
         raw = _raw_of(raw, kept, "the tensors whose values the plan keeps (api.plan(..., raw=...))")
+        if raw is True and not kept:  # nothing would come back, without a word
+            raise UsageError("raw=True: the plan keeps no values (make it with api.plan(..., raw=True) or tensor names)")
         values = checked_feed(base, feed)
         r = make_runner("ort", base, config, plan.source, interruptible=True)
         res = r.run_plan(plan, values, raw=raw or set(kept))
@@ -232,7 +237,9 @@ def save_tensors(model: ModelLike, result: ProbeResult, feed: dict[str, np.ndarr
     from onnxprobe.runtime.npz import NpzWriter, graph_fingerprint
 
     model, max_memory, progress = as_model(model), as_max_memory(max_memory), as_progress(progress)
-    result, feed = as_probe_result(result), checked_feed(model.proto, feed)  # before the file is started
+    result = as_probe_result(result)
+    of_model(model, (p.ref.name for p in result.plan.probes), "result")
+    feed = checked_feed(model.proto, feed)  # before the file is started
     scoped = {p.ref.key for p in result.plan.probes if p.ref.scope}  # inside a body: may not have run
     not_run = {n for n, st in result.stats.items() if st is not None and st.count == 0 and n in scoped}
     runs = 0

@@ -12,7 +12,7 @@ import onnx
 
 from onnxprobe.api.check_runs import check_run
 from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradPlan, GradSpec, as_spec, grad_plan
-from onnxprobe.api.inputs import ModelLike, Progress, as_progress, as_config, as_inputs, as_max_memory, as_model, as_result, as_selection, check_switches, checked_feed
+from onnxprobe.api.inputs import ModelLike, Progress, as_progress, as_config, as_inputs, as_max_memory, as_model, as_result, as_selection, check_switches, checked_feed, of_model
 from onnxprobe.autodiff import straight_through
 from onnxprobe.autodiff.check import CheckItem, check_gradients, perturbable, to_float64
 from onnxprobe.autodiff.constant_loss import INSTEAD, unjudged  # noqa: F401 (unjudged: re-exported)
@@ -296,6 +296,8 @@ def grad_check(model: ModelLike, gp: GradPlan, feed: dict[str, np.ndarray], resu
     model, progress = as_model(model), as_progress(progress)
     as_result(gp, GradPlan, "the GradPlan of api.grad_plan", "gp")
     as_result(result, GradResult, "the result of api.grad")
+    of_model(model, (t.ref.name for t in gp.targets), "gp")
+    of_model(model, (r.target.ref.name for r in result.rows), "result")
     feed = checked_feed(model.proto, feed)
     result.check_asked = True
     with np.errstate(all="ignore"):  # inf / NaN in a degenerate model's losses make failed rows, not warnings

@@ -54,6 +54,18 @@ def as_probe_result(result) -> ProbeResult:
     return as_result(result, ProbeResult, "the result of api.layers (or api.run)")
 
 
+def of_model(model: Model, names: Iterable[str], what: str) -> None:
+    """A UsageError where a tensor of ``names`` (a result's or a plan's) is not in ``model``: the result of another
+    model gave an empty file, another model's verdict, or a runtime's error about the feed."""
+    from onnxprobe.graph.builder import all_names
+
+    known = all_names(model.proto)
+    stray = next((n for n in names if n not in known), None)
+    if stray is not None:
+        raise UsageError(f"{what}: its tensor {quote(stray)} is not in the model given ({clean(model.source)}): "
+                         "a result of another model")
+
+
 def expect(value, cls: type, what: str, example: str):
     """``value`` when it is a ``cls`` or None; else a UsageError naming what came and the call meant."""
     if value is None or isinstance(value, cls):

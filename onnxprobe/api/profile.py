@@ -78,9 +78,12 @@ def profile_layers(model: ModelLike, result: ProbeResult, feed: dict[str, np.nda
                    runs: int = RUNS) -> LayersProfile:
     """Profile ``model`` and the probed copy of ``result`` on ``feed`` (one untimed run and ``runs`` timed
     ones each, every kernel's time the minimum over them: ``runtime.profile``), with ``result``'s device and opt level unless ``config`` says otherwise."""
-    from onnxprobe.api.inputs import as_config, as_model, as_probe_result, checked_feed
+    from onnxprobe.api.inputs import as_config, as_model, as_probe_result, checked_feed, of_model
 
     model, result, config = as_model(model), as_probe_result(result), as_config(config)
+    of_model(model, (p.ref.name for p in result.plan.probes), "result")
+    if not isinstance(runs, int) or isinstance(runs, bool) or runs < 1:
+        raise UsageError(f"runs: expected a count of timed runs >= 1, got {runs!r}")
     feed = checked_feed(model.proto, feed)
     device = (config.device if config and config.device != "auto" else None) or result.info.device
     level = config.opt_level if config else result.info.opt_level or RunConfig.opt_level
