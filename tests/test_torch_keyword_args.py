@@ -85,3 +85,22 @@ def test_export_and_diff_says_it_before_exporting(tmp_path):
         export_and_diff(m, (ns["X"], {"y": ns["Y"]}), dynamo=False, path=tmp_path / "never.onnx")
     _said(str(got.value))
     assert not (tmp_path / "never.onnx").exists()
+
+
+def test_one_tensor_as_the_example_arguments_is_that_argument(tmp_path):
+    """example_args=tensor (torch.onnx.export takes one tensor so) was iterated into its rows: 'the example
+    arguments hold 2 tensor(s), the ONNX model takes 1 input(s)'. Oracle: the tuple form's verdict."""
+    import numpy as np
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3)).eval()
+    ex = torch.randn(2, 4)
+    p = tmp_path / "net.onnx"
+    torch.onnx.export(net, (ex,), str(p), input_names=["x"], dynamo=False)
+    want = api.diff_torch(p, net, example_args=(ex,))
+    for one in (ex, ex.numpy()):
+        got = api.diff_torch(p, net, example_args=one)
+        assert got.verdict() == want.verdict() and got.verdict()[0] == "pass"
+        assert np.array_equal(got.feed["x"], ex.numpy())
+    with pytest.raises(UsageError, match="example arguments int: expected a tuple"):
+        api.diff_torch(p, net, example_args=5)

@@ -53,6 +53,11 @@ def positional(args, where: str = "") -> tuple:
     """``args`` (the example arguments) as a tuple, or a UsageError where they are or hold a dict: keyword
     arguments (torch.onnx.export's trailing dict of named inputs), which onnxprobe does not feed. ``where``:
     what gave them, as the message starts ("m.py: build() returned ")."""
+    if hasattr(args, "shape") and hasattr(args, "dtype"):  # one tensor: the one argument, as torch.onnx.export takes it
+        return (args,)  # (tuple() of it made its rows the arguments)
+    if not isinstance(args, (tuple, list, dict)):
+        raise setting_error(UsageError, VS_TORCH, f": {where}example arguments {type(args).__name__}: expected a tuple of "
+                            "forward()'s positional arguments (or one tensor)")
     if isinstance(args, dict) or any(isinstance(a, dict) for a in args):
         what = (("its example arguments as a dict" if isinstance(args, dict) else "example arguments holding a dict")
                 if where else "the example arguments are a dict" if isinstance(args, dict) else "the example arguments hold a dict")
