@@ -338,9 +338,9 @@ def test_extract_docstring_names_its_parameters():
     (lambda: api.extract(CNN, None, cut_outputs=["logits"]), "output path: expected a file path"),
     (lambda: api.save_npz({"a": np.zeros(2)}, 5), "output path: expected a file path"),
     (lambda: api.save_npz({1: np.zeros(2)}, "x.npz"), "save_npz: expected a dict of arrays by tensor name"),
-    (lambda: api.diff(CNN, vs_npz=123), ".npz file or test data set folder: expected a file path"),
+    (lambda: api.diff(CNN, vs_npz=123), "vs_npz: expected a .npz file, a test data set folder or a dict of arrays"),
     (lambda: api.merge_stats(5), "merge_stats: expected report paths"),
-    (lambda: api.merge_stats([5]), "expected a file path"),
+    (lambda: api.merge_stats([5]), "reports[0]: expected a report path"),
     (lambda: api.diff(CNN, CNN, user_map=[("a", "b")]), "user_map: expected a dict"),
     (lambda: api.diff(CNN, CNN, fp32_sensitivity="2"), "fp32_sensitivity: expected"),
     (lambda: api.layers(CNN, runtime="reference", runtime_options=["A=B"]), "runtime_options: expected a dict of strings"),
@@ -622,3 +622,13 @@ def test_load_takes_a_model_proto_as_every_other_function_does(tmp_path):
     assert proto.SerializeToString() == before  # copied, never annotated in place
     with pytest.raises(UsageError, match="path of an .onnx file, an onnx.ModelProto or an api.Model"):
         api.load(b"not a model")
+
+
+@pytest.mark.parametrize("call, want", [
+    (lambda p: api.diff(p, vs_npz=123), "^vs_npz: expected a .npz file, a test data set folder or a dict of arrays, got int 123"),
+    (lambda p: api.merge_stats([1, 2]), r"^reports\[0\]: expected a report path, a dict or a dataset result, got int 1"),
+])
+def test_a_wrong_argument_is_named_as_the_api_names_it(call, want):
+    """They said '.npz file or test data set folder' and 'report file', the command line's words."""
+    with pytest.raises(UsageError, match=want):
+        call(sample_path("mlp"))

@@ -465,6 +465,9 @@ def merge_stats(reports: list) -> dict:
     ds = []
     for k, r in enumerate(reports):
         r = _report_of(r, k)
+        if not isinstance(r, (dict, str, os.PathLike)):  # said as the API names it, not as a "report file" of the CLI
+            raise UsageError(f"reports[{k}]: expected a report path, a dict or a dataset result, got {type(r).__name__} "
+                             f"{clip(controls(repr(r)), 40)}")
         d = dict(r) if isinstance(r, dict) else read_json_report(r)
         d.setdefault("_path", f"report {k}")
         d["_path"] = shard_name(d["_path"], k + 1)

@@ -206,6 +206,9 @@ class Activations(NamedTuple):
 def activations(vs_npz, model: onnx.ModelProto | None = None) -> Activations:
     """The reference arrays of ``vs_npz``: a dict of tensor name -> array (each checked here, by name), or
     an ``.npz`` file or an ONNX test data set folder (read once: ``diff`` passes them on)."""
+    if not isinstance(vs_npz, (Mapping, str, os.PathLike)):
+        raise UsageError(f"vs_npz: expected a .npz file, a test data set folder or a dict of arrays, got "
+                         f"{type(vs_npz).__name__} {controls(repr(vs_npz))[:40]}")
     if not isinstance(vs_npz, Mapping):
         arrays = read_arrays(vs_npz, "output", VS_NPZ)
         folder = Path(vs_npz)
