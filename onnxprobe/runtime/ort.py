@@ -309,13 +309,13 @@ def explain_ort_error(msg: str, device: str = "cpu") -> str:
         op, ver, node = m.groups()
         own = origin(node)  # a model's own node in diff's one run of both models (graph.merge)
         if own is not None:
-            return (f"onnxruntime has no {device} kernel for op {op} (opset {ver}) at {own} (in diff's one run of "
+            return (f"onnxruntime has no {device} kernel for op {op} (version {ver}) at {own} (in diff's one run of "
                     f"both models); try another device, or check the op's input types")
         if node.startswith(("onnxprobe.", "onnxprobe/")):  # a node of the loss or backward graph onnxprobe adds
-            return (f"onnxruntime has no {device} kernel for op {op} (opset {ver}) for the tensor types of node {node!r}, "
+            return (f"onnxruntime has no {device} kernel for op {op} (version {ver}) for the tensor types of node {node!r}, "
                     f"which onnxprobe adds (the loss, a gradient or a statistic) for this model's types: try another "
                     f"device, or a float32 copy of the model")
-        return (f"onnxruntime has no {device} kernel for op {op} (opset {ver}) at node {node!r}; "
+        return (f"onnxruntime has no {device} kernel for op {op} (version {ver}) at node {node!r}; "
                 f"try another device, or check the op's input types")
     m = re.search(r"Deserialize tensor (.+?) failed", msg)
     if m:  # raw_data of another size than its dims and type call for (a damaged or hand-made file)
