@@ -7,6 +7,9 @@ import sys
 import numpy as np
 import onnxruntime as ort
 
+if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help"):  # bench/run.py's helper: its usage, not a traceback
+    print(__doc__)
+    raise SystemExit(0 if len(sys.argv) > 1 else 2)
 model, *specs = sys.argv[1:]
 shapes = dict(s.split("=") for s in specs if "=" in s)
 sess = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
