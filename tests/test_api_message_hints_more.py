@@ -286,7 +286,7 @@ def test_notes_and_hints_carry_both_wordings(capsys):
 
     e = Feeds(values={"x": np.zeros((1, 3), np.float32)}, defaulted={"x": ["N"]}, random_ints=["k"]).explained(ExecutionError("boom"))
     assert str(e).startswith("boom (dynamic dimensions were set to 1: give real sizes with shapes (--shape) x=DIMS")
-    assert "files (--input) NAME=VALUE or arrays (--inputs)" in str(e) and _command_line_words(str(e)) == [], str(e)
+    assert "files (--input) NAME=VALUE or arrays (a dict of arrays)" in str(e) and _command_line_words(str(e)) == [], str(e)
     assert e.cli_message == ("boom (dynamic dimensions were set to 1: give real sizes with --shape x=DIMS; integer or bool "
                              "input k: seeded random data, which a model may not take: give real values with --input NAME=VALUE "
                              "or --inputs FILE.npz)")

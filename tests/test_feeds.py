@@ -189,7 +189,10 @@ def test_unnamed_unknown_dimensions_are_said_by_index_in_one_note():
                    [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
     notes: list[str] = []
     assert make_feeds(m, notes)["x"].shape == (1, 3, 1, 1)
-    assert notes == ["input x: axes 0, 2 and 3 unknown, set to 1 (use --shape x=...)"], notes
+    assert notes == ["input x: axes 0, 2 and 3 unknown, set to 1 (use shapes (--shape) x=...)"], notes
+    from onnxprobe.errors import cli_words  # the API's words; the command line prints its own
+
+    assert cli_words(notes[0]) == "input x: axes 0, 2 and 3 unknown, set to 1 (use --shape x=...)"
 
 
 def test_an_unnamed_dimension_among_named_ones_is_said_as_an_axis():
@@ -201,13 +204,13 @@ def test_an_unnamed_dimension_among_named_ones_is_said_as_an_axis():
                    [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
     notes: list[str] = []
     make_feeds(m, notes)
-    assert notes == ["input x: dimensions 'n', axis 2 and 'w' unknown, set to 1 (use --shape x=...)"], notes
+    assert notes == ["input x: dimensions 'n', axis 2 and 'w' unknown, set to 1 (use shapes (--shape) x=...)"], notes
     m = make_model([helper.make_node("Relu", ["x"], ["y"])],
                    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, "?"])],
                    [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
     notes = []
     make_feeds(m, notes)
-    assert notes == ["input x: axis 1 unknown, set to 1 (use --shape x=...)"], notes
+    assert notes == ["input x: axis 1 unknown, set to 1 (use shapes (--shape) x=...)"], notes
 
 
 def test_an_inputs_file_with_no_arrays_is_an_error_not_silent_random_data(tmp_path):

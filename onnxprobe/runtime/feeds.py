@@ -18,7 +18,7 @@ import numpy as np
 import onnx
 
 from onnxprobe.errors import (DeviceUnavailable, ExecutionError, ModelError, SessionError, UsageError, error_about, setting_error,
-                              settings_error, Voice)
+                              said, settings_error, Voice)
 from onnxprobe.graph.shapes import static_shape
 from onnxprobe.graph.summary import TypeInfo, type_info
 from onnxprobe.graph.walk import unread_inputs
@@ -161,7 +161,8 @@ class Feeds:
         if self.random_ints:
             names = some(self.random_ints, form=clean)
             said.append(f"integer or bool input{'s' if len(self.random_ints) > 1 else ''} {names}: seeded random data, "
-                        f"which a model may not take: give real values with {say.given(FILES, 'NAME', 'VALUE')} or {say(ARRAYS)} FILE.npz")
+                        f"which a model may not take: give real values with {say.given(FILES, 'NAME', 'VALUE')} or "
+                        f"{say.either(ARRAYS[0] + ' (a dict of arrays)', say(ARRAYS) + ' FILE.npz')}")
         return f" ({'; '.join(said)})" if said else ""
 
 
@@ -328,7 +329,9 @@ def feed_digest(arrays: dict[str, np.ndarray]) -> str:
 
 def _notes(defaulted: dict[str, list[str]]) -> dict[str, str]:
     """Each input of ``defaulted`` -> the note saying which of its dimensions were set to 1."""
-    return {name: guess_note(name, labels, f"--shape {clean(name)}=...") for name, labels in defaulted.items()}
+    # in each reader's words: the API's shapes={...} (shapes (--shape) x=...), the command line's --shape x=...
+    return {name: said(lambda say, name=name, labels=labels: guess_note(name, labels, say.given(SHAPES, clean(name), "...")))
+            for name, labels in defaulted.items()}
 
 
 def guess_note(name: str, labels: list[str], fix: str) -> str:
