@@ -133,6 +133,24 @@ def test_a_folded_tensor_changed_in_one_value_fails_naming_the_parameter(exporte
     assert verdict == "fail" and param in why, (verdict, why)
 
 
+@pytest.mark.parametrize("kind", ["legacy", "dynamo"])
+def test_a_fold_changed_in_every_value_fails_naming_the_parameter(exported, tmp_path, kind):
+    """A folded weight scaled by 1.01 (the module trained on after the export) agreed with no fold at float32's
+    rounding: the legacy export raised 'internal error: IndexError' in diff and diff --grad alike. It is that
+    parameter's fold, changed: both fail naming it."""
+    path = exported(kind)
+    weight = _folded_inits(path)[0][0]
+    model = onnx.load(str(path))
+    (t,) = [t for t in model.graph.initializer if t.name == weight]
+    t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t) * np.float32(1.01), weight))
+    broken = tmp_path / "scaled.onnx"
+    onnx.save(model, str(broken))
+    m, x = _build()
+    for res in (api.diff_torch(broken, m, example_args=(x,)), api.diff_grad_torch(broken, m, example_args=(x,))):
+        verdict, why = res.verdict()
+        assert verdict == "fail" and "conv1.weight" in why, (verdict, why)
+
+
 @pytest.mark.parametrize("conv", [0, 1])
 def test_a_changed_fold_under_the_parameters_own_name_is_said_as_one(exported, tmp_path, conv):
     """Dynamo keeps a folded weight under the parameter's name: one value of it changed was said to hold 'other
