@@ -55,8 +55,15 @@ class Fold:
         """``v`` (one per output channel) laid out along W's output channels (``param_values.channel_scales``)."""
         return channel_scales(self.w.shape, v, transposed=self.op == "ConvTranspose")[0]
 
+    shared_bias: int = 1  # the folds that read its bias (legacy merges equal folded biases: a fresh net's zeros)
+
     def params(self) -> list[str]:
         return [p for p in (self.conv, self.conv_bias, self.gamma, self.beta) if p]
+
+    def bias_params(self) -> list[str]:
+        """The parameters whose gradient needs this fold's own bias gradient: a shared bias's is a sum, so none of
+        them is compared; gamma's reads it only where b - mean is not zero (else that term is 0)."""
+        return [p for p in (self.conv_bias, self.beta) if p] + ([self.gamma] if self.gamma and np.any(self.centred) else [])
 
 
 @dataclass
@@ -117,11 +124,18 @@ def find_folds(model: onnx.ModelProto, mod, params: dict[str, np.ndarray], pm: P
     order = {path: k for k, (path, _) in enumerate(mod.named_modules())}
     values = {t.name: to_array(t) for t in model.graph.initializer}
     maybe = pm.derived | pm.folds  # initializers no parameter holds as it is
+    # legacy keeps one initializer of equal values and gives the others' names as Identity of it: the folded zero
+    # bias of every fresh Conv(bias=False) + BatchNorm is one initializer, which each Conv reads through an Identity
+    source = {t: t for t in values}
+    for n in model.graph.node:
+        if n.op_type == "Identity" and n.input and n.input[0] in source and n.output:
+            source[n.output[0]] = source[n.input[0]]
     found: list[Fold] = []
     for n in model.graph.node:
-        if not _fusable(n) or n.input[1] not in maybe or n.input[2] not in values:
+        w_in, b_in = (source.get(n.input[k]) if len(n.input) > k else None for k in (1, 2))
+        if not _fusable(n) or w_in not in maybe or b_in is None:
             continue
-        v, vb = values[n.input[1]], values[n.input[2]]
+        v, vb = values[w_in], values[b_in]
         if v.dtype.itemsize <= 2 or v.ndim < (2 if n.op_type == "Gemm" else 3):
             continue
         tied = _candidates(v, n.op_type, params, pm, stats, RTOL)
@@ -141,14 +155,14 @@ def find_folds(model: onnx.ModelProto, mod, params: dict[str, np.ndarray], pm: P
         b64 = params[cb].astype(np.float64) if cb else np.zeros_like(inv)
         want_b = (b64 - mean) * gamma * inv + beta
         if frac < 1.0:
-            _changed(pm, n.input[1], p, path, int((~_agree(v, want)).sum()), v.size, "weight * gamma / sqrt(var + eps)")
+            _changed(pm, w_in, p, path, int((~_agree(v, want)).sum()), v.size, "weight * gamma / sqrt(var + eps)")
             continue
         if vb.shape != want_b.shape or not _agree(vb, want_b).all():
             k = int((~_agree(vb, want_b)).sum()) if vb.shape == want_b.shape else vb.size
-            _changed(pm, n.input[2], cb or (f"{path}.bias" if m.bias is not None else p), path, k, vb.size,
+            _changed(pm, b_in, cb or (f"{path}.bias" if m.bias is not None else p), path, k, vb.size,
                      "(bias - mean) * gamma / sqrt(var + eps) + beta")
             continue
-        found.append(Fold(n.input[1], n.input[2], p, cb, path, f"{path}.weight" if m.weight is not None else None,
+        found.append(Fold(w_in, b_in, p, cb, path, f"{path}.weight" if m.weight is not None else None,
                           f"{path}.bias" if m.bias is not None else None, inv, gamma * inv,
                           params[p].astype(np.float64), b64 - mean, n.op_type))
     # each parameter folded once, and by one weight (a Conv called twice: torch's gradient is a sum)
@@ -157,7 +171,15 @@ def find_folds(model: onnx.ModelProto, mod, params: dict[str, np.ndarray], pm: P
         for p in f.params():
             count[p] = count.get(p, 0) + 1
     folds = [f for f in found if all(count[p] == 1 for p in f.params())]
-    return [f for f in folds if sum(g.weight == f.weight or g.bias == f.bias for g in folds) == 1]
+    folds = [f for f in folds if sum(g.weight == f.weight for g in folds) == 1]
+    for f in folds:  # a bias several folds read (equal values merged): its gradient is the sum of theirs
+        f.shared_bias = sum(g.bias == f.bias for g in folds)
+        if f.shared_bias > 1:
+            for q in f.bias_params():
+                pm.unused[q] = (f"folded with the BatchNorm {f.bn} into the bias {f.bias}, one initializer that "
+                                f"{f.shared_bias} folded layers read (equal values, merged by the exporter): its gradient is "
+                                "the sum of theirs, not comparable one by one")
+    return folds
 
 
 def _candidates(v: np.ndarray, op: str, params: dict[str, np.ndarray], pm: ParamMap, stats: list[BatchNormStats],
@@ -238,12 +260,13 @@ def add_fold_grads(plan, folds: list[Fold], cands: list[tuple[str, Observable]])
         said_w, said_b = grad_name(f.weight), grad_name(f.bias)
         got = [(f.conv, b.node("Mul", [gw, b.const(f.per_weight(f.scale).astype(dt))], f"{f.conv}_grad_unfolded"),
                 f"{said_w}*s", f"{said_w} times s = gamma / sqrt(var + eps) of {f.bn}, per output channel", (f.weight,))]
-        if f.conv_bias:
+        skip = set(f.bias_params()) if f.shared_bias > 1 else set()
+        if f.conv_bias and f.conv_bias not in skip:
             got.append((f.conv_bias, b.node("Mul", [gb, b.const(f.scale.astype(dt))], f"{f.conv_bias}_grad_unfolded"),
                         f"{said_b}*s", f"{said_b} times s = gamma / sqrt(var + eps) of {f.bn}", (f.bias,)))
-        if f.beta:
+        if f.beta and f.beta not in skip:
             got.append((f.beta, b.node("Identity", [gb], f"{f.beta}_grad_unfolded"), said_b, f"{said_b} itself", (f.bias,)))
-        if f.gamma:
+        if f.gamma and f.gamma not in skip:
             part_w = _per_channel(b, b.node("Mul", [gw, b.const((f.w * f.per_weight(f.inv)).astype(dt))], "unfold_w"), f)
             part_b = b.node("Mul", [gb, b.const((f.centred * f.inv).astype(dt))], "unfold_b")
             got.append((f.gamma, b.node("Add", [part_w, part_b], f"{f.gamma}_grad_unfolded"), f"{said_w}*W+{said_b}*(b-mean)",
