@@ -34,6 +34,7 @@ import numpy as np
 import onnx
 
 from onnxprobe.text import some
+from onnxprobe.torch.constant_reads import unlink_constant_reads
 from onnxprobe.torch.module_params import foreign_readers, innermost, merged_twin
 from onnxprobe.torch.param_values import (NOT_AN_EXPORT, batchnorm_fold, broadcast_axes, broadcast_of, changed_copies,
                                             computed_of, copies_of_one, digest, initializer_values, other_values)
@@ -156,6 +157,7 @@ def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits:
     _unlink_orphan_broadcasts(st)
     _untie_shared(st)
     unlink_slice_merges(st)
+    unlink_constant_reads(st)
     for link in st.out.links.values():
         st.claimed.update(link.params)
     explained = _explain_computed(st)
