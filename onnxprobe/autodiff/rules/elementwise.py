@@ -250,12 +250,13 @@ def softplus(g):
 
 @rule("Clip", inputs=(0, 1, 2), broadcast=(1, 2))
 def clip(g):
-    """y = min(max(x, lo), hi)  ->  dx = dy where lo < x < hi, else 0, as torch's relu6 / hardtanh (and Relu's at
-    0): Clip is what both exporters write for nn.ReLU6 and nn.Hardtanh, and a fresh MobileNet's ReLU6 reads exact
-    zeros (a depthwise Conv over zero windows), where a dx of dy FAILed --vs-torch; the bounds (opset 11 inputs),
-    as torch.clamp's tensor bounds, take what x does not: dhi = sum of dy where x >= hi or hi < lo (where lo > hi,
-    y is hi everywhere), dlo = sum of dy where x <= lo otherwise. At a bound's very value (a kink) torch.clamp gives
-    dy to x instead: the gradient check takes either (a subgradient)."""
+    """y = min(max(x, lo), hi)  ->  dx = dy where lo <= x <= hi (torch.clamp's), but a Clip from 0 takes none on
+    its bounds: it is a Relu with a ceiling (nn.ReLU6, which both exporters write so), whose gradient there is torch's
+    relu6's (and Relu's at 0), 0; a fresh MobileNet's ReLU6 reads exact zeros, where dy FAILed --vs-torch. Any
+    other Clip keeps dy on a bound: a parameter clamp_()ed in forward() sits on its bound, and torch passes it there.
+    The bounds (opset 11 inputs), as torch.clamp's tensor bounds, take what x does not: dhi = sum of dy where
+    x > hi (or = hi, from 0) or hi < lo (where lo > hi, y is hi everywhere), dlo = sum of dy where x < lo (or = lo,
+    from 0) otherwise."""
     x = g.x[0]
     if g.opset >= 11:
         lo = g.x[1] if g.has(1) else None
@@ -263,12 +264,15 @@ def clip(g):
     else:
         lo = g.scalar(g.attr("min")) if g.attr("min") is not None else None
         hi = g.scalar(g.attr("max")) if g.attr("max") is not None else None
-    above = _ge(g, x, hi) if hi else None  # y is hi
+    from_zero = g.Equal(lo, g.scalar(0.0)) if lo else None  # a ReLU6: relu6's convention at both bounds
+    above = g.Greater(x, hi) if hi else None  # y is hi
     if above is not None and lo:
-        above = g.Or(above, g.Less(hi, lo))
-    below = _le(g, x, lo) if lo else None  # y is lo
-    if below is not None and above is not None:
-        below = g.And(below, g.Not(above))
+        above = g.Or(g.Or(above, g.Less(hi, lo)), g.And(g.Equal(x, hi), from_zero))
+    below = None  # y is lo
+    if lo:
+        below = g.Or(g.Less(x, lo), g.And(g.Equal(x, lo), from_zero))
+        if above is not None:
+            below = g.And(below, g.Not(above))
     at = [c for c in (above, below) if c is not None]
     clipped = (at[0] if len(at) == 1 else g.Or(*at)) if at else None
     grads = [g.Mul(g.dy, g.mask(g.Not(clipped))) if clipped is not None else g.dy]
