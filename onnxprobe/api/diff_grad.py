@@ -11,6 +11,7 @@ import onnx
 
 from onnxprobe.api import hints  # annotations only (hints.GradSpec: typing.get_type_hints imports it when asked)
 from onnxprobe.api.diff import checked_arguments
+from onnxprobe.api.grad_level import grad_config
 from onnxprobe.api.inputs import Progress, TorchLike, as_progress, as_max_memory, as_model, check_map
 from onnxprobe.compare.constant_loss import judge_constant_loss
 from onnxprobe.compare.criteria import check_feed_shapes, check_same_inputs, chosen, gradient_tolerance, unread_note
@@ -73,6 +74,7 @@ def diff_grad(
     spec = spec or GradSpec()
     config = config or RunConfig(opt_level=GRAD_OPT_LEVEL)
     a_model, b_model = as_model(a), as_model(b, "b")
+    config, level_notes = grad_config(config, a_model.proto, b_model.proto)
     check_usable("ort", config.device)  # CUDA not usable here: said before the backward graphs are built
     _refuse_other_floats(a_model, b_model)
     fs = _feeds.make_feeds(a_model.proto, inputs)
@@ -82,6 +84,7 @@ def diff_grad(
         _make_sides(d)
         res = _compare(d, selection, tolerance, per_tensor, user_map, max_memory, progress)
         _describe(d, res)
+        res.notes[:0] = [n for n in level_notes if n not in res.notes]
         return res
 
 

@@ -11,6 +11,7 @@ import numpy as np
 import onnx
 
 from onnxprobe.api.check_runs import check_run
+from onnxprobe.api.grad_level import grad_config
 from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradPlan, GradSpec, as_spec, grad_plan
 from onnxprobe.api.inputs import ModelLike, Progress, as_progress, as_config, as_inputs, as_max_memory, as_model, as_result, as_selection, check_switches, checked_feed, of_model
 from onnxprobe.autodiff import straight_through
@@ -231,6 +232,7 @@ def grad(model: Model | str | os.PathLike, selection: Selection | None = None, c
     spec, selection, inputs = as_spec(spec) or GradSpec(), as_selection(selection), as_inputs(inputs)
     config = as_config(config) or RunConfig(opt_level=GRAD_OPT_LEVEL)
     model = as_model(model)
+    config, level_notes = grad_config(config, model.proto)
     check_usable("ort", config.device)  # CUDA not usable here: said before the backward graph is built
     fs = _feeds.make_feeds(model.proto, inputs)
     feed = fs.values
@@ -273,7 +275,7 @@ def grad(model: Model | str | os.PathLike, selection: Selection | None = None, c
                 for part in raw_runs(runner, once, {**feed, **gp.extra_feed}, result, max_memory):
                     out.add_all({n: v for g, v in part.items() for n in named[g]})
                     del part
-    notes = list(fs.notes) + [n for n in result.notes if n not in fs.notes] + body_left_out(model, selection, rows)
+    notes = level_notes + list(fs.notes) + [n for n in result.notes if n not in fs.notes] + body_left_out(model, selection, rows)
     notes += _weights_stopped(model, gp, rows, selection, spec) + constant_output_note(gp, rows)
     res = GradResult(gp, rows, loss, result.info, notes, saved if (save or check) else {}, check_asked=check)
     if check and not np.isfinite(loss):  # every difference of a NaN or Inf loss is one: nothing can be checked

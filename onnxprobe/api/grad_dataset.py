@@ -18,6 +18,7 @@ import numpy as np
 
 from onnxprobe.api.datasets import BatchWorker, first_arrays, first_label, model_path, relabel, run_batches, source
 from onnxprobe.api.grad import GradResult, GradRow, body_left_out, constant_output_note, grad_probes, stats_norm, value_norm
+from onnxprobe.api.grad_level import grad_config
 from onnxprobe.api.grad_plan import EXTRA_FIELD, EXTRA_FLAG, GRAD_OPT_LEVEL, EmptyBatch, GradPlan, GradSpec, as_spec, grad_plan
 from onnxprobe.api.inputs import Progress, as_progress, as_config, as_max_memory, as_ray, as_selection
 from onnxprobe.autodiff.select import weight_value
@@ -134,6 +135,7 @@ def grad_dataset(model: Model | str | os.PathLike, inputs: str | os.PathLike | N
                              "input's values, not a dataset's; dataset losses are sum or mean")
     config = config or RunConfig(opt_level=GRAD_OPT_LEVEL)
     model, ray, max_memory, progress = as_model(model), as_ray(ray), as_max_memory(max_memory), as_progress(progress)
+    config, level_notes = grad_config(config, model.proto)
     check_usable("ort", config.device)  # CUDA not usable here: said before the backward graph is built
     plan_cache.enabled(config.cache)  # its settings refused once, not as the first batch's failure (run_batches)
     src = source(model, inputs, inputs_from)
@@ -203,6 +205,6 @@ def grad_dataset(model: Model | str | os.PathLike, inputs: str | os.PathLike | N
             vn = stats_norm(v.stats()) if v is not None else None
         rows.append(GradRow(t, gp.grads[name], st, vn, shape=acc["shapes"].get(name)))
     loss = math.fsum(acc["loss"]) * f
-    notes = list(dict.fromkeys(src.notes + acc["notes"] + executor.notes() + body_left_out(model, selection, rows)
+    notes = list(dict.fromkeys(level_notes + src.notes + acc["notes"] + executor.notes() + body_left_out(model, selection, rows)
                                  + constant_output_note(gp, rows)))
     return GradResult(gp, rows, loss, acc["info"], notes, arrays, samples=n, reduce=reduce, executor=executor)
