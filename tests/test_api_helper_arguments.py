@@ -49,7 +49,7 @@ def test_right_values_still_work(model):
 
 def test_a_path_that_is_not_one_is_shown_as_python_writes_it(tmp_path):
     """api.html(d, 5) and api.merge_stats([5]) said "expected a file path, got int '5'": quoted as if a name."""
-    with pytest.raises(api.UsageError, match=r"expected a file path, got int 5$"):
+    with pytest.raises(api.UsageError, match=r"reports\[0\]: expected a report path, a dict or a dataset result, got int 5$"):
         api.merge_stats([5])
     with pytest.raises(api.UsageError, match=r"output path: expected a file path, got NoneType None$"):
         api.save_npz({"a": np.zeros(2)}, None)

@@ -13,17 +13,12 @@ module uses (a weight shared in forward()), whose torch gradient holds that use:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from onnxprobe.torch.module_params import innermost, related_paths
 
-if TYPE_CHECKING:
-    from onnxprobe.torch.params import _Mapping
 
-
-def unlink_constant_reads(st: "_Mapping") -> None:
+def unlink_constant_reads(st) -> None:
     """Unlinks each initializer of one repeated value that a module holding none of its parameters reads (above)."""
     for i, link in list(st.out.links.items()):
         v = st.init_value[i]

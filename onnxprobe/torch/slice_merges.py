@@ -12,12 +12,7 @@ parameter's own module, holds a part of it: it is not compared, and its paramete
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
-
-if TYPE_CHECKING:
-    from onnxprobe.torch.params import _Mapping
 
 
 def block_of(v: np.ndarray, p: np.ndarray) -> tuple[int, int] | None:
@@ -36,7 +31,7 @@ def block_of(v: np.ndarray, p: np.ndarray) -> tuple[int, int] | None:
     return None
 
 
-def unlink_slice_merges(st: "_Mapping") -> None:
+def unlink_slice_merges(st) -> None:
     """Unlinks each initializer that also holds a block of a parameter no link holds, whose module reads it (above)."""
     held = {q for link in st.out.links.values() for q in link.params} | set(st.out.ties)
     for i, link in list(st.out.links.items()):
