@@ -39,7 +39,7 @@ RTOL = 1e-4  # a float32 fold is off by ~1e-7 of the values (measured, dynamo); 
 @dataclass
 class Fold:
     weight: str  # the folded weight W' (an initializer)
-    bias: str  # the folded bias b'
+    bias: str | None  # the folded bias b' (None: all zeros, dropped by the exporter)
     conv: str  # the torch Conv's weight W
     conv_bias: str | None  # its bias b (None: the Conv has none)
     bn: str  # the BatchNorm's module path
@@ -133,9 +133,12 @@ def find_folds(model: onnx.ModelProto, mod, params: dict[str, np.ndarray], pm: P
     found: list[Fold] = []
     for n in model.graph.node:
         w_in, b_in = (source.get(n.input[k]) if len(n.input) > k else None for k in (1, 2))
-        if not _fusable(n) or w_in not in maybe or b_in is None:
+        # no bias at all: dynamo's optimizer drops the all-zero folded bias of a fresh Conv(bias=False) + BatchNorm
+        bias_dropped = len(n.input) < 3 or not n.input[2]
+        if not _fusable(n) or w_in not in maybe or (b_in is None and not bias_dropped):
             continue
-        v, vb = values[w_in], values[b_in]
+        v = values[w_in]
+        vb = values[b_in] if b_in is not None else None
         if v.dtype.itemsize <= 2 or v.ndim < (2 if n.op_type == "Gemm" else 3):
             continue
         tied = _candidates(v, n.op_type, params, pm, stats, RTOL)
@@ -157,7 +160,10 @@ def find_folds(model: onnx.ModelProto, mod, params: dict[str, np.ndarray], pm: P
         if frac < 1.0:
             _changed(pm, w_in, p, path, int((~_agree(v, want)).sum()), v.size, "weight * gamma / sqrt(var + eps)")
             continue
-        if vb.shape != want_b.shape or not _agree(vb, want_b).all():
+        if vb is None:  # dropped: a fold whose bias is zero (else the node computes without the BatchNorm's shift)
+            if not np.allclose(want_b, 0.0, rtol=0, atol=RTOL * float(np.abs(beta).max(initial=1.0))):
+                continue
+        elif vb.shape != want_b.shape or not _agree(vb, want_b).all():
             k = int((~_agree(vb, want_b)).sum()) if vb.shape == want_b.shape else vb.size
             _changed(pm, b_in, cb or (f"{path}.bias" if m.bias is not None else p), path, k, vb.size,
                      "(bias - mean) * gamma / sqrt(var + eps) + beta")
@@ -173,12 +179,16 @@ def find_folds(model: onnx.ModelProto, mod, params: dict[str, np.ndarray], pm: P
     folds = [f for f in found if all(count[p] == 1 for p in f.params())]
     folds = [f for f in folds if sum(g.weight == f.weight for g in folds) == 1]
     for f in folds:  # a bias several folds read (equal values merged): its gradient is the sum of theirs
-        f.shared_bias = sum(g.bias == f.bias for g in folds)
+        f.shared_bias = sum(g.bias == f.bias for g in folds) if f.bias is not None else 1
         if f.shared_bias > 1:
             for q in f.bias_params():
                 pm.unused[q] = (f"folded with the BatchNorm {f.bn} into the bias {f.bias}, one initializer that "
                                 f"{f.shared_bias} folded layers read (equal values, merged by the exporter): its gradient is "
                                 "the sum of theirs, not comparable one by one")
+        elif f.bias is None:
+            for q in f.bias_params():
+                pm.unused[q] = (f"folded with the BatchNorm {f.bn} into a bias of zeros, which the exporter dropped from "
+                                f"its {f.op}: no tensor holds that bias's gradient, from which torch's of {q} comes")
     return folds
 
 
@@ -221,8 +231,9 @@ def _next_batchnorm(tied: list[tuple], order: dict[str, int]) -> tuple | None:
 
 
 def _fusable(n: onnx.NodeProto) -> bool:
-    """A Conv, ConvTranspose or Gemm (``Y = A @ B^T + C``: a Linear, weight [out, in]) with a weight and a bias."""
-    if n.op_type not in ("Conv", "ConvTranspose", "Gemm") or len(n.input) < 3:
+    """A Conv, ConvTranspose or Gemm (``Y = A @ B^T + C``: a Linear, weight [out, in]) with a weight (and a bias, or
+    none: dropped by the exporter where it was zeros)."""
+    if n.op_type not in ("Conv", "ConvTranspose", "Gemm") or len(n.input) < 2:
         return False
     if n.op_type != "Gemm":
         return True
@@ -253,20 +264,25 @@ def add_fold_grads(plan, folds: list[Fold], cands: list[tuple[str, Observable]])
     b = GraphBuilder(all_names(bw), opset_version(bw, default=13), nodes=bw.graph.node, scope="onnxprobe_unfold")
     out, extra = [], []
     for f in folds:
-        if any(t not in plan.grads or t in partial or t not in first for t in (f.weight, f.bias)):
+        if any(t not in plan.grads or t in partial or t not in first for t in (f.weight, f.bias) if t is not None):
             continue
-        gw, gb = plan.grads[f.weight], plan.grads[f.bias]
+        gw, gb = plan.grads[f.weight], plan.grads[f.bias] if f.bias is not None else None
         dt = dtypes.get(f.weight, np.dtype(np.float32))
-        said_w, said_b = grad_name(f.weight), grad_name(f.bias)
+        said_w, said_b = grad_name(f.weight), grad_name(f.bias) if f.bias is not None else ""
         got = [(f.conv, b.node("Mul", [gw, b.const(f.per_weight(f.scale).astype(dt))], f"{f.conv}_grad_unfolded"),
                 f"{said_w}*s", f"{said_w} times s = gamma / sqrt(var + eps) of {f.bn}, per output channel", (f.weight,))]
-        skip = set(f.bias_params()) if f.shared_bias > 1 else set()
+        skip = set(f.bias_params()) if f.shared_bias > 1 or f.bias is None else set()
         if f.conv_bias and f.conv_bias not in skip:
             got.append((f.conv_bias, b.node("Mul", [gb, b.const(f.scale.astype(dt))], f"{f.conv_bias}_grad_unfolded"),
                         f"{said_b}*s", f"{said_b} times s = gamma / sqrt(var + eps) of {f.bn}", (f.bias,)))
         if f.beta and f.beta not in skip:
             got.append((f.beta, b.node("Identity", [gb], f"{f.beta}_grad_unfolded"), said_b, f"{said_b} itself", (f.bias,)))
-        if f.gamma and f.gamma not in skip:
+        if f.gamma and f.gamma not in skip and gb is None:  # b - mean is 0 (bias_params): the weight's term alone
+            part_w = _per_channel(b, b.node("Mul", [gw, b.const((f.w * f.per_weight(f.inv)).astype(dt))], "unfold_w"), f)
+            got.append((f.gamma, b.node("Identity", [part_w], f"{f.gamma}_grad_unfolded"), f"{said_w}*W",
+                        f"the sum over each channel of {said_w} times W / sqrt(var + eps), of {f.conv} and {f.bn} (its "
+                        "bias, b - mean, is 0)", (f.weight,)))
+        elif f.gamma and f.gamma not in skip:
             part_w = _per_channel(b, b.node("Mul", [gw, b.const((f.w * f.per_weight(f.inv)).astype(dt))], "unfold_w"), f)
             part_b = b.node("Mul", [gb, b.const((f.centred * f.inv).astype(dt))], "unfold_b")
             got.append((f.gamma, b.node("Add", [part_w, part_b], f"{f.gamma}_grad_unfolded"), f"{said_w}*W+{said_b}*(b-mean)",
@@ -315,7 +331,8 @@ def pair_fold_grads(obs_a: list[Observable], grads: list[FoldGrad], b_obs) -> tu
             g = by_probe[o.probe]
             pairs.append(Pair(o, b_obs(o, g.param), "torch-param",
                               f"gradient of the parameter {g.param}, which the exporter folded with the BatchNorm "
-                              f"{g.fold.bn} into {g.fold.weight} and {g.fold.bias}: by the chain rule, {g.how}"))
+                              f"{g.fold.bn} into {g.fold.weight}{f' and {g.fold.bias}' if g.fold.bias else ' (its bias of zeros dropped)'}: "
+                              f"by the chain rule, {g.how}"))
             done.add(o.name)
         elif o.name in of:
             f = of[o.name][0].fold
