@@ -71,6 +71,9 @@ def test_a_qdq_model_says_its_weights_gradients_are_the_dequantized_ones(tmp_pat
     onnx.save(m, str(tmp_path / "qdq_const.onnx"))
     const = api.grad(str(tmp_path / "qdq_const.onnx"), None, CPU, inputs={"x": x})
     assert [n for n in const.notes if n.startswith("no float weight")] == said, const.notes
+    every = api.grad(str(path), api.Selection(all=True), CPU, inputs={"x": x})  # --all keeps no weight either: said too
+    assert not [r for r in every.rows if r.target.kind == "weight"]
+    assert [n for n in every.notes if n.startswith("no float weight")] == said, every.notes
     one = api.grad(str(path), None, CPU, api.GradSpec(wrt=("w_dq",)), inputs={"x": x}, save=True)
     (row,) = one.rows
     want = x.astype(np.float64).T @ np.ones((2, 3))

@@ -422,7 +422,9 @@ def _weights_stopped(model: Model, gp: GradPlan, rows: list, selection: Selectio
     said with the ops where it stops; it showed the output's gradient alone, saying nothing. A QDQ model's weights
     are integer codes behind DequantizeLinear: where their gradients are (its outputs', which --wrt names)."""
     selection = selection or Selection()
-    if spec.wrt or selection.names or selection.ops or selection.all or any(r.target.kind == "weight" for r in rows):
+    # --all too: it keeps every float weight, and a QDQ model has none (its weights' gradients are the
+    # DequantizeLinear outputs', which --wrt names and diff --grad compares as weights)
+    if spec.wrt or selection.names or selection.ops or any(r.target.kind == "weight" for r in rows):
         return []
     held = constants(model.proto.graph)  # weights in initializers or Constant nodes (as PP-OCR keeps them)
     if not any(i.data_type for i in held.values() if element_count(i.dims) > 1):
