@@ -337,42 +337,26 @@ class TwoBlocks(nn.Module):
         return self.head(self.b(self.a(x)).mean((2, 3)))
 
 
-def test_folds_that_share_one_merged_bias(tmp_path):
-    """legacy: the folded zero bias of both blocks is one initializer: its gradient (the sum over both Convs) was
-    compared with a.1.bias's alone and FAILed a faithful export, and the second fold (its bias an Identity) was not
-    found, its parameters uncompared. Now both folds are found; the weights and gammas compare by the chain rule,
-    the BatchNorm biases are said to share one initializer. Oracle: torch autograd in float64."""
+@pytest.mark.parametrize("kind, said", [
+    # legacy keeps one initializer of zeros that the second Conv reads through an Identity: its gradient (the sum over
+    # both Convs) was compared with a.1.bias's alone and FAILed a faithful export, the second fold not found
+    ("legacy", "one initializer that 2 folded layers read"),
+    # dynamo drops the bias from both Convs (two inputs): no fold was found, and 'weight gradients pass' compared the
+    # head alone, every Conv weight and BatchNorm parameter uncompared
+    ("dynamo", "a bias of zeros, which the exporter dropped"),
+])
+def test_folds_of_fresh_blocks_whose_zero_bias_is_shared_or_dropped(tmp_path, kind, said):
+    """Fresh Conv(bias=False) + BatchNorm blocks fold to a bias of zeros. Both folds are found now: the weights and
+    gammas compare by the chain rule (b - mean is 0), the BatchNorm biases, whose own gradient no tensor holds, are
+    said. Oracle: torch autograd in float64."""
     torch.manual_seed(0)
     m, x = TwoBlocks().eval(), torch.randn(2, 3, 8, 8)
-    path = export(m, (x,), tmp_path / "legacy.onnx", dynamo=False)
+    path = export(m, (x,), tmp_path / f"{kind}.onnx", dynamo=kind == "dynamo")
     g = onnx.load(str(path)).graph
-    assert any(n.op_type == "Identity" for n in g.node)  # the merged bias, read through an Identity
-    res = api.diff_grad_torch(path, m, example_args=(x,))
-    assert res.verdict()[0] == "pass", res.verdict()
-    m64 = TwoBlocks().eval()
-    m64.load_state_dict(m.state_dict())
-    m64 = m64.double()
-    m64(x.double()).sum().backward()
-    want = {n: p.grad.numpy() for n, p in m64.named_parameters()}
-    got = {r.pair.b.name: r for r in res.results if r.pair.b.op_type == "parameter"}
-    for p in ("a.0.weight", "a.1.weight", "b.0.weight", "b.1.weight", "head.weight", "head.bias"):
-        assert p in got, sorted(got)
-        assert got[p].metrics.max_abs <= 1e-5 * float(np.abs(want[p]).max()) + 1e-7, p
-    unused = {u.obs.name: u.reason for u in res.matching.unmatched_b}
-    for p in ("a.1.bias", "b.1.bias"):
-        assert "one initializer that 2 folded layers read" in unused[p], unused
-
-
-def test_folds_whose_zero_bias_the_exporter_dropped(tmp_path):
-    """dynamo folds a fresh BatchNorm into the Conv(bias=False) before it and drops the folded bias, all zeros: the
-    Conv keeps two inputs, the fold was not found, and 'weight gradients pass' compared the head alone (every Conv
-    weight and BatchNorm parameter listed uncompared). The weights and gammas compare by the chain rule now (b - mean
-    is 0); the betas, whose gradient no tensor holds, are said. Oracle: torch autograd in float64."""
-    torch.manual_seed(0)
-    m, x = TwoBlocks().eval(), torch.randn(2, 3, 8, 8)
-    path = export(m, (x,), tmp_path / "dynamo.onnx", dynamo=True)
-    convs = [n for n in onnx.load(str(path)).graph.node if n.op_type == "Conv"]
-    assert convs and all(len(n.input) == 2 for n in convs)  # the bias dropped
+    if kind == "legacy":
+        assert any(n.op_type == "Identity" for n in g.node)  # the merged bias, read through an Identity
+    else:
+        assert all(len(n.input) == 2 for n in g.node if n.op_type == "Conv")  # the bias dropped
     res = api.diff_grad_torch(path, m, example_args=(x,))
     assert res.verdict()[0] == "pass", res.verdict()
     m64 = TwoBlocks().eval()
@@ -386,4 +370,4 @@ def test_folds_whose_zero_bias_the_exporter_dropped(tmp_path):
         assert got[p].metrics.max_abs <= 1e-5 * float(np.abs(want[p]).max()) + 1e-7, p
     unused = {u.obs.name: u.reason for u in res.matching.unmatched_b}
     for p in ("a.1.bias", "b.1.bias"):
-        assert "a bias of zeros, which the exporter dropped" in unused[p], unused
+        assert said in unused[p], unused
