@@ -45,3 +45,17 @@ def test_the_saved_input_given_again_is_no_other_input(tmp_path):
     nudged.flat[0] = np.nextafter(nudged.flat[0], np.float32(np.inf))
     d = api.diff(sample_path("mlp"), vs_npz=tmp_path / "acts.npz", inputs=api.InputSpec(arrays={"x": nudged}))
     assert any("not on the one saved in acts.npz" in n for n in d.notes), d.notes
+
+
+def test_a_pair_with_saved_values_names_no_op_of_theirs(tmp_path):
+    """A quantized model against a float model's saved tensors: the reason said 'Conv in A stands for ? in B', the
+    saved file holding no graph to name an op by."""
+    from quantize_fixtures import quantize
+
+    qop = quantize(sample_path("cnn"), "qop", tmp_path)
+    x = np.random.default_rng(0).random((1, 3, 32, 32), dtype=np.float32)
+    res = api.layers(sample_path("cnn"), api.Selection(all=True), inputs=api.InputSpec(arrays={"image": x}), save=True)
+    np.savez(tmp_path / "acts.npz", image=x, **{k: np.asarray(v) for k, v in res.arrays.items()})
+    d = api.diff(qop, vs_npz=tmp_path / "acts.npz", inputs=api.InputSpec(arrays={"image": x}))
+    reasons = [r.pair.reason for r in d.results]
+    assert reasons and not [r for r in reasons if "?" in r], reasons

@@ -98,7 +98,9 @@ def _pair_by_key(st: MatchState) -> None:
         b = st.obs_b[j]
         strategy, reason = _key_pairing(a, b)
         if not _pair_past_folded_relu(st, i, j, strategy, reason):
-            ops = "" if a.effective_op == b.effective_op else f"; {a.effective_op} in A stands for {b.effective_op} in B"
+            # a side of no graph (saved activations: op "?") says no op
+            ops = ("" if a.effective_op == b.effective_op or "?" in (a.effective_op, b.effective_op)
+                   else f"; {a.effective_op} in A stands for {b.effective_op} in B")
             st.take(i, j, strategy, reason + ops)
 
 
