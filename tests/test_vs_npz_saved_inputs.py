@@ -59,3 +59,20 @@ def test_a_pair_with_saved_values_names_no_op_of_theirs(tmp_path):
     d = api.diff(qop, vs_npz=tmp_path / "acts.npz", inputs=api.InputSpec(arrays={"image": x}))
     reasons = [r.pair.reason for r in d.results]
     assert reasons and not [r for r in reasons if "?" in r], reasons
+
+
+def test_a_relu_folded_into_a_quantized_range_pairs_with_the_saved_relu_output(tmp_path):
+    """A QOperator model folds each Conv's Relu into its quantization range, keeping the Conv's name: against the
+    float model it pairs with the Relu's output, but against that model's saved tensors it paired with the Conv's
+    (Relu(x) against x). The saved Relu output is found by its values, max(x, 0). Oracle: the two-model diff's pairs."""
+    from quantize_fixtures import quantize
+
+    qop = quantize(sample_path("cnn"), "qop", tmp_path)
+    x = np.random.default_rng(0).random((1, 3, 32, 32), dtype=np.float32)
+    inputs = api.InputSpec(arrays={"image": x})
+    res = api.layers(sample_path("cnn"), api.Selection(all=True), inputs=inputs, save=True)
+    np.savez(tmp_path / "acts.npz", image=x, **{k: np.asarray(v) for k, v in res.arrays.items()})
+    two = {r.pair.a.name: r.pair.b.name for r in api.diff(qop, sample_path("cnn"), inputs=inputs).results}
+    saved = {r.pair.a.name: r.pair.b.name for r in api.diff(qop, vs_npz=tmp_path / "acts.npz", inputs=inputs).results}
+    folded = {a: b for a, b in two.items() if "relu" in b}
+    assert folded and all(saved.get(a) == b for a, b in folded.items()), (folded, saved)

@@ -4,6 +4,8 @@ activations, a backward graph...). Nothing here switches on a backend: a side is
 
 from __future__ import annotations
 
+import hashlib
+
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
@@ -124,6 +126,7 @@ def npz_side(label: str, arrays: dict[str, np.ndarray], like: Model) -> Side:
     """Saved activations as side B: one observable per array of numbers, described by the tensor of the same name
     in ``like`` (model A) where there is one, so that matching and reports know its op."""
     known = {o.name: o for o in observe(like.proto).observables}
+    relu = _relu_outputs(arrays)
     obs = []
     for k, (name, value) in enumerate(arrays.items()):
         if not numeric(value):  # strings: left out, A's tensor of that name unmatched with the runner's reason
@@ -133,12 +136,35 @@ def npz_side(label: str, arrays: dict[str, np.ndarray], like: Model) -> Side:
         if o is not None:
             obs.append(Observable(key=name, name=name, probe=name, node=o.node, op_type=o.op_type,
                                   effective_op=o.effective_op, index=o.index, shape=shape, kind="float",
-                                  is_output=o.is_output, bn_next=o.bn_next, conv_bn=o.conv_bn, elem_type=elem))  # as A's tensor
+                                  is_output=o.is_output, bn_next=o.bn_next, conv_bn=o.conv_bn, elem_type=elem,
+                                  relu=relu.get(name)))  # as A's tensor
         else:
             obs.append(Observable(key=name, name=name, probe=name, node="", op_type="?", effective_op="?",
-                                  index=1 << 30 | k, shape=shape, kind="float", elem_type=elem))
+                                  index=1 << 30 | k, shape=shape, kind="float", elem_type=elem, relu=relu.get(name)))
     obs.sort(key=lambda o: o.index)
     return Side(label, like, NpzRunner(arrays, label), Observation(obs))
+
+
+def _relu_outputs(arrays: dict[str, np.ndarray]) -> dict[str, str]:
+    """Saved float tensor -> another saved tensor that is its Relu (max(x, 0), by value): the file holds no graph,
+    and a quantized model that folded a Relu into its range holds Relu(x) where it keeps x's name, which matching
+    pairs with the Relu's output (``match.engine``), never with x (it paired with x against saved values, with the
+    Relu's output in a two-model diff)."""
+    def digest(a: np.ndarray) -> tuple:
+        return a.shape, a.dtype.str, hashlib.blake2b(np.ascontiguousarray(a).tobytes(), digest_size=16).digest()
+
+    floats = {n: np.asarray(v) for n, v in arrays.items() if numeric(v) and np.asarray(v).dtype.kind == "f" and np.size(v)}
+    nonneg = {}
+    for n, v in floats.items():
+        if not (v < 0).any() and not np.isnan(v).any():
+            nonneg.setdefault(digest(v), n)
+    out = {}
+    for n, v in floats.items():
+        if (v < 0).any():
+            r = nonneg.get(digest(np.maximum(v, v.dtype.type(0))))
+            if r is not None:
+                out[n] = r
+    return out
 
 
 def _elem_type(value) -> int:

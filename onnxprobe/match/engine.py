@@ -114,7 +114,7 @@ def _pair_past_folded_relu(st: MatchState, i: int, j: int, strategy: str, reason
     # itself (it kept the node: a range that starts at 0 by itself, a Sigmoid's)
     if a.floor_zero and b.kind == "float" and b.relu in st.b_by_name and b.relu not in st.a_keys:
         r = st.b_by_name[b.relu]
-        op = st.obs_b[r].op_type
+        op = st.obs_b[r].op_type if st.obs_b[r].op_type != "?" else "Relu"  # saved values: a Relu by its values
         st.why_b[j] = f"its {op} {b.relu!r} is folded into A's quantization range: compared there (with A's {a.name!r})"
         st.folded_b.add(j)
         if r not in st.used_b:
@@ -122,7 +122,7 @@ def _pair_past_folded_relu(st: MatchState, i: int, j: int, strategy: str, reason
         return True
     if b.floor_zero and a.kind == "float" and a.relu in st.a_by_name and a.relu not in st.b_by_key:
         r = st.a_by_name[a.relu]
-        op = st.obs_a[r].op_type
+        op = st.obs_a[r].op_type if st.obs_a[r].op_type != "?" else "Relu"
         st.why_a[i] = f"its {op} {a.relu!r} is folded into B's quantization range: compared there (with B's {b.name!r})"
         st.folded_a.add(i)
         if r not in st.used_a:
