@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from onnxprobe.errors import owns_the_process
+from onnxprobe.errors import Said, cli_words, owns_the_process
 from onnxprobe.memory import done_with, return_freed_memory, unpark
 from onnxprobe.runtime import model_file, plan_cache
 from onnxprobe.runtime.model_file import FileBytes, file_state, open_regular, stat_record, stream, unchanged, weight_extents
@@ -108,7 +108,8 @@ def entry(key: str, path: str, before: tuple, plan_model: "onnx.ModelProto", wei
     except ValueError:
         return False
     meta = {"probes": [p.record() for p in probes], "outputs": list(outputs), "own": list(own), "recipe": recipe,
-            "seed": int(seed), "int_range": [int(int_range[0]), int(int_range[1])], "notes": list(notes),
+            "seed": int(seed), "int_range": [int(int_range[0]), int(int_range[1])], "notes": [str(n) for n in notes],
+            "notes_cli": [cli_words(n) for n in notes],  # a note said in each reader's words keeps both (errors.said)
             "warnings": list(warnings), "runtime_options": dict(runtime_options), "moves": record.pop("moves"),
             "packed": packed, "file": record, "prepack": prepacks(plan_model), **outside}
     plan_cache.write_entry(key, serialised, meta)
@@ -175,12 +176,13 @@ def file_weights(path: str, before: tuple, held: dict, files: dict, packed: int)
 def _meta_fits(meta: dict) -> bool:
     from onnxprobe.runtime.direct_files import outside_fits
 
-    lists = ("probes", "outputs", "own", "recipe", "notes", "warnings", "int_range")
+    lists = ("probes", "outputs", "own", "recipe", "notes", "notes_cli", "warnings", "int_range")
     file = meta.get("file")
     if not outside_fits(meta):
         return False
     return (all(isinstance(meta.get(k), list) for k in lists) and plan_cache.strings(meta["outputs"])
             and plan_cache.strings(meta["own"]) and plan_cache.strings(meta["notes"]) and plan_cache.strings(meta["warnings"])
+            and plan_cache.strings(meta["notes_cli"]) and len(meta["notes_cli"]) == len(meta["notes"])
             and isinstance(meta.get("seed"), int) and isinstance(meta.get("runtime_options"), dict)
             and isinstance(meta.get("prepack"), bool)
             and isinstance(file, dict) and isinstance(file.get("size"), int) and isinstance(file.get("digest"), str)
@@ -233,8 +235,18 @@ def run(key: str, path: str, size: int, opt_level: str) -> dict | None:
     plan_cache.touch(key)
     return {"probes": probes, "stats": st, "shapes": shp, "outputs": {n: out[n] for n in meta["own"] if n in out},
             "feeds": feeds, "providers": providers, "session_seconds": session_seconds,
-            "run_seconds": seconds, "notes": meta["notes"], "warnings": meta["warnings"],
+            "run_seconds": seconds, "notes": [_said(n, c) for n, c in zip(meta["notes"], meta["notes_cli"])],
+            "warnings": meta["warnings"],
             "runtime_options": {str(k): str(v) for k, v in meta["runtime_options"].items()}, "skeleton": skel}
+
+
+def _said(api: str, cli: str) -> str:
+    """A stored note as it was made: in the API's words, carrying the command line's where they differ."""
+    if api == cli:
+        return api
+    out = Said(api)
+    out.cli = cli
+    return out
 
 
 def load_weights(files: list[tuple[str, int, dict, list]], packed: int, data_files: list = ()) -> "np.ndarray | PrivateCopy | None":
