@@ -50,12 +50,11 @@ class Fold:
     w: np.ndarray  # W, float64
     centred: np.ndarray  # b - mean, float64
     op: str = "Conv"  # the fused layer: Conv, ConvTranspose or Gemm
+    shared_bias: int = 1  # the folds that read its bias (legacy merges equal folded biases: a fresh net's zeros)
 
     def per_weight(self, v: np.ndarray) -> np.ndarray:
         """``v`` (one per output channel) laid out along W's output channels (``param_values.channel_scales``)."""
         return channel_scales(self.w.shape, v, transposed=self.op == "ConvTranspose")[0]
-
-    shared_bias: int = 1  # the folds that read its bias (legacy merges equal folded biases: a fresh net's zeros)
 
     def params(self) -> list[str]:
         return [p for p in (self.conv, self.conv_bias, self.gamma, self.beta) if p]
