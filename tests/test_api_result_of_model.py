@@ -44,6 +44,11 @@ def test_profile_runs_must_be_a_count(two, runs):
         api.profile_layers(mlp, api.run(mlp, feed), feed, runs=runs)
 
 
+def test_profile_runs_may_be_a_numpy_count(two):
+    _, mlp, feed = two
+    assert api.profile_layers(mlp, api.run(mlp, feed), feed, runs=np.int64(2)).rows
+
+
 def test_run_of_a_plan_refuses_what_it_cannot_do(two):
     _, mlp, feed = two
     p = api.plan(mlp, api.Selection(ops=("Gemm",)))

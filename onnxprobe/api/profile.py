@@ -82,7 +82,7 @@ def profile_layers(model: ModelLike, result: ProbeResult, feed: dict[str, np.nda
 
     model, result, config = as_model(model), as_probe_result(result), as_config(config)
     of_model(model, (p.ref.name for p in result.plan.probes), "result")
-    if not isinstance(runs, int) or isinstance(runs, bool) or runs < 1:
+    if not isinstance(runs, (int, np.integer)) or isinstance(runs, bool) or runs < 1:  # numpy's counts too
         raise UsageError(f"runs: expected a count of timed runs >= 1, got {runs!r}")
     feed = checked_feed(model.proto, feed)
     device = (config.device if config and config.device != "auto" else None) or result.info.device
