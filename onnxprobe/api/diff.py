@@ -238,18 +238,22 @@ def activations(vs_npz, model: onnx.ModelProto | None = None) -> Activations:
     return Activations("activations", arrays, from_file=False)
 
 
-def _same_as_saved(model: Model, spec: InputSpec, name: str, saved: np.ndarray) -> bool:
-    """Whether the value ``spec`` gives input ``name`` is the one saved with the activations (the README's
-    `--vs-npz test_data_set_0/ --inputs test_data_set_0/`: one file named twice); False where it cannot be read
-    (the run says why)."""
+def _other_than_saved(model: Model, spec: InputSpec, names: list[str], saved: dict) -> list[str]:
+    """Those of inputs ``names`` whose value ``spec`` gives is not the one saved with the activations (the README's
+    `--vs-npz test_data_set_0/ --inputs test_data_set_0/` names one file twice); all where the values cannot be
+    read (the run says why). The given values are read once."""
+    if not names:
+        return names
     try:
-        value = _feeds.given_values(_feeds.model_inputs(model.proto), spec).get(name)
+        given = _feeds.given_values(_feeds.model_inputs(model.proto), spec)
     except OnnxProbeError:
-        return False
-    if value is None:
-        return False
-    a, b = np.asarray(value[0]), np.asarray(saved)
-    return a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b, equal_nan=a.dtype.kind in "fc")
+        return names
+
+    def same(a, b) -> bool:
+        a, b = np.asarray(a), np.asarray(b)
+        return a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b, equal_nan=a.dtype.kind in "fc")
+
+    return [k for k in names if k not in given or not same(given[k][0], saved[k])]
 
 
 def saved_inputs(model: Model, inputs: InputSpec | None, saved: Activations) -> tuple[InputSpec | None, list[str]]:
@@ -270,7 +274,7 @@ def saved_inputs(model: Model, inputs: InputSpec | None, saved: Activations) -> 
     # inputs given that the file holds too: A runs on those given, and the activations were computed from the saved
     # ones (every pair may fail for it: said, not silently)
     over = sorted(i.name for i in _feeds.model_inputs(model.proto) if i.name in saved.arrays and i.name in given)
-    over = [k for k in over if not _same_as_saved(model, spec, k, saved.arrays[k])]
+    over = _other_than_saved(model, spec, over, saved.arrays)
     notes += [f"A runs on the input{'s' if len(over) > 1 else ''} given for {', '.join(map(quote, over))}, not on "
               f"{'those' if len(over) > 1 else 'the one'} saved in {where}, from which its activations were computed"] if over else []
     if not use:
