@@ -4,8 +4,6 @@ activations, a backward graph...). Nothing here switches on a backend: a side is
 
 from __future__ import annotations
 
-import hashlib
-
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
@@ -16,6 +14,7 @@ from onnxprobe.errors import ExecutionError, ModelError
 from onnxprobe.graph.integrity import refuse_broken
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.shapes import static_shape, value_types
+from onnxprobe.graph.tensor_data import array_digest
 from onnxprobe.graph.walk import walk
 from onnxprobe.match.dequantize import add_dequantize
 from onnxprobe.match.engine import NOT_OBSERVABLE
@@ -150,18 +149,15 @@ def _relu_outputs(arrays: dict[str, np.ndarray]) -> dict[str, str]:
     and a quantized model that folded a Relu into its range holds Relu(x) where it keeps x's name, which matching
     pairs with the Relu's output (``match.engine``), never with x (it paired with x against saved values, with the
     Relu's output in a two-model diff)."""
-    def digest(a: np.ndarray) -> tuple:
-        return a.shape, a.dtype.str, hashlib.blake2b(np.ascontiguousarray(a).tobytes(), digest_size=16).digest()
-
     floats = {n: np.asarray(v) for n, v in arrays.items() if numeric(v) and np.asarray(v).dtype.kind == "f" and np.size(v)}
     nonneg = {}
     for n, v in floats.items():
         if not (v < 0).any() and not np.isnan(v).any():
-            nonneg.setdefault(digest(v), n)
+            nonneg.setdefault(array_digest(v), n)
     out = {}
     for n, v in floats.items():
         if (v < 0).any():
-            r = nonneg.get(digest(np.maximum(v, v.dtype.type(0))))
+            r = nonneg.get(array_digest(np.maximum(v, v.dtype.type(0))))
             if r is not None:
                 out[n] = r
     return out

@@ -97,3 +97,12 @@ def tensor_bytes(t: TensorProto) -> bytes:
     if is_left(t):
         return data(t)
     return numpy_helper.to_array(t).tobytes()
+
+
+def array_digest(a: np.ndarray) -> tuple:
+    """The key of ``a``'s exact values: its shape, dtype and a hash of its bytes (C order), for finding arrays of
+    the very same values by a dict lookup."""
+    import hashlib  # here: layers, which reads arrays through this module, loads no OpenSSL (tests/test_architecture.py)
+
+    a = np.ascontiguousarray(a)
+    return a.shape, a.dtype.str, hashlib.blake2b(a.tobytes(), digest_size=16).digest()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnxprobe.torch.param_values import digest
+from onnxprobe.graph.tensor_data import array_digest as digest
 from onnxprobe.torch.runner import to_numpy
 
 

@@ -6,18 +6,11 @@ Each answer is read from the values alone; which parameter an initializer stands
 
 from __future__ import annotations
 
-import hashlib
-
 import numpy as np
 import onnx
 
+from onnxprobe.graph.tensor_data import array_digest as digest
 from onnxprobe.graph.tensor_data import to_array
-
-
-def digest(a: np.ndarray) -> tuple:
-    """The key of ``a``'s exact values: its shape, dtype and a hash of its bytes."""
-    a = np.ascontiguousarray(a)
-    return a.shape, a.dtype.str, hashlib.blake2b(a.tobytes(), digest_size=16).digest()
 
 
 def batchnorm_fold(v: np.ndarray, p: np.ndarray, folds: list[tuple[np.ndarray, np.ndarray]]) -> bool:

@@ -33,11 +33,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnx
 
+from onnxprobe.graph.tensor_data import array_digest as digest
 from onnxprobe.text import some
 from onnxprobe.torch.constant_reads import unlink_constant_reads
 from onnxprobe.torch.module_params import foreign_readers, innermost, merged_twin
 from onnxprobe.torch.param_values import (NOT_AN_EXPORT, batchnorm_fold, broadcast_axes, broadcast_of, changed_copies,
-                                            computed_of, copies_of_one, digest, initializer_values, other_values)
+                                            computed_of, copies_of_one, initializer_values, other_values)
 from onnxprobe.torch.slice_merges import unlink_slice_merges
 
 
