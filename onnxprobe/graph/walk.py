@@ -124,6 +124,21 @@ def in_if_branch(model: onnx.ModelProto) -> set[str]:
             for k in (o, "/".join(s.scope + (o,)))}
 
 
+def copied_from(nodes, names, passes=None) -> dict[str, str]:
+    """Each of ``names`` (initializers) and each tensor that is a copy of one, in node order -> the name it copies:
+    an Identity's output (legacy exporters keep a merged initializer's other names so), and the outputs of a node
+    ``passes`` accepts that reads only such tensors (its first input's)."""
+    source = {t: t for t in names}
+    for n in nodes:
+        if not n.input or n.input[0] not in source or not n.output:
+            continue
+        if n.op_type == "Identity":
+            source[n.output[0]] = source[n.input[0]]
+        elif passes is not None and passes(n) and all(not x or x in source for x in n.input):
+            source.update((o, source[n.input[0]]) for o in n.output if o)
+    return source
+
+
 def needed_nodes(nodes, outputs) -> list[onnx.NodeProto]:
     """The nodes (in order) that ``outputs`` depend on, through the names their bodies read from outside."""
     need = set(outputs)

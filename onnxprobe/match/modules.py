@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import onnx
 
 from onnxprobe.graph.shapes import value_types
+from onnxprobe.graph.walk import copied_from
 
 FLOAT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE}
 SCOPES_KEY = "pkg.torch.onnx.name_scopes"
@@ -229,7 +230,6 @@ def initializer_users(model: onnx.ModelProto, known: set[str] | None = None) -> 
     equal-valued parameters an exporter really merged into one initializer, and which it removed."""
     kind = exporter(model)
     nodes = list(model.graph.node)
-    source = {i.name: i.name for i in model.graph.initializer}
 
     def paths_of(n: onnx.NodeProto) -> list[str]:
         if kind == "dynamo":
@@ -241,13 +241,9 @@ def initializer_users(model: onnx.ModelProto, known: set[str] | None = None) -> 
         return []
 
     paths = {id(n): paths_of(n) for n in nodes}
-    for n in nodes:  # chains from initializers, in node order
-        if n.op_type == "Identity" and n.input and n.input[0] in source and n.output:
-            source[n.output[0]] = source[n.input[0]]
-        # a node of constants alone that ran in no module (an optimizer's: dynamo's Split of an in_proj_bias that
-        # two attentions read, one each half, left without scopes) passes its data input on: its readers read it
-        elif n.input and n.input[0] in source and not paths[id(n)] and all(not x or x in source for x in n.input):
-            source.update((o, source[n.input[0]]) for o in n.output if o)
+    # chains from initializers: Identity, and a node of constants alone that ran in no module (an optimizer's:
+    # dynamo's Split of an in_proj_bias that two attentions read, one each half, left without scopes)
+    source = copied_from(nodes, [i.name for i in model.graph.initializer], passes=lambda n: not paths[id(n)])
     users: dict[str, set[str]] = {}
     for n in nodes:
         for x in n.input:

@@ -23,6 +23,7 @@ import onnx
 
 from onnxprobe.graph.builder import GraphBuilder, all_names, opset_version
 from onnxprobe.graph.tensor_data import to_array
+from onnxprobe.graph.walk import copied_from
 from onnxprobe.match.engine import FOLDED, Pair, Unmatched
 from onnxprobe.match.observe import Observable
 from onnxprobe.text import some
@@ -125,10 +126,7 @@ def find_folds(model: onnx.ModelProto, mod, params: dict[str, np.ndarray], pm: P
     maybe = pm.derived | pm.folds  # initializers no parameter holds as it is
     # legacy keeps one initializer of equal values and gives the others' names as Identity of it: the folded zero
     # bias of every fresh Conv(bias=False) + BatchNorm is one initializer, which each Conv reads through an Identity
-    source = {t: t for t in values}
-    for n in model.graph.node:
-        if n.op_type == "Identity" and n.input and n.input[0] in source and n.output:
-            source[n.output[0]] = source[n.input[0]]
+    source = copied_from(model.graph.node, values)
     found: list[Fold] = []
     for n in model.graph.node:
         w_in, b_in = (source.get(n.input[k]) if len(n.input) > k else None for k in (1, 2))
