@@ -274,17 +274,17 @@ def add_fold_grads(plan, folds: list[Fold], cands: list[tuple[str, Observable]])
                         f"{said_b}*s", f"{said_b} times s = gamma / sqrt(var + eps) of {f.bn}", (f.bias,)))
         if f.beta and f.beta not in skip:
             got.append((f.beta, b.node("Identity", [gb], f"{f.beta}_grad_unfolded"), said_b, f"{said_b} itself", (f.bias,)))
-        if f.gamma and f.gamma not in skip and gb is None:  # b - mean is 0 (bias_params): the weight's term alone
+        if f.gamma and f.gamma not in skip:
             part_w = _per_channel(b, b.node("Mul", [gw, b.const((f.w * f.per_weight(f.inv)).astype(dt))], "unfold_w"), f)
-            got.append((f.gamma, b.node("Identity", [part_w], f"{f.gamma}_grad_unfolded"), f"{said_w}*W",
-                        f"the sum over each channel of {said_w} times W / sqrt(var + eps), of {f.conv} and {f.bn} (its "
-                        "bias, b - mean, is 0)", (f.weight,)))
-        elif f.gamma and f.gamma not in skip:
-            part_w = _per_channel(b, b.node("Mul", [gw, b.const((f.w * f.per_weight(f.inv)).astype(dt))], "unfold_w"), f)
-            part_b = b.node("Mul", [gb, b.const((f.centred * f.inv).astype(dt))], "unfold_b")
-            got.append((f.gamma, b.node("Add", [part_w, part_b], f"{f.gamma}_grad_unfolded"), f"{said_w}*W+{said_b}*(b-mean)",
-                        f"the sum over each channel of {said_w} times W / sqrt(var + eps) and {said_b} times "
-                        f"(b - mean) / sqrt(var + eps), of {f.conv} and {f.bn}", (f.weight, f.bias)))
+            if gb is None:  # the bias dropped: b - mean is 0 (bias_params), the weight's term alone
+                got.append((f.gamma, b.node("Identity", [part_w], f"{f.gamma}_grad_unfolded"), f"{said_w}*W",
+                            f"the sum over each channel of {said_w} times W / sqrt(var + eps), of {f.conv} and {f.bn} (its "
+                            "bias, b - mean, is 0)", (f.weight,)))
+            else:
+                part_b = b.node("Mul", [gb, b.const((f.centred * f.inv).astype(dt))], "unfold_b")
+                got.append((f.gamma, b.node("Add", [part_w, part_b], f"{f.gamma}_grad_unfolded"),
+                            f"{said_w}*W+{said_b}*(b-mean)", f"the sum over each channel of {said_w} times W / sqrt(var + eps) "
+                            f"and {said_b} times (b - mean) / sqrt(var + eps), of {f.conv} and {f.bn}", (f.weight, f.bias)))
         for param, tensor, short, how, sources in got:
             plan.grads[tensor] = tensor  # its own key: grad_side reads each candidate's gradient there
             shape = tuple(f.w.shape) if param == f.conv else (len(f.inv),)
