@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from onnxprobe.errors import Said, cli_words, owns_the_process
+from onnxprobe.errors import cli_words, owns_the_process, said
 from onnxprobe.memory import done_with, return_freed_memory, unpark
 from onnxprobe.runtime import model_file, plan_cache
 from onnxprobe.runtime.model_file import FileBytes, file_state, open_regular, stat_record, stream, unchanged, weight_extents
@@ -235,18 +235,9 @@ def run(key: str, path: str, size: int, opt_level: str) -> dict | None:
     plan_cache.touch(key)
     return {"probes": probes, "stats": st, "shapes": shp, "outputs": {n: out[n] for n in meta["own"] if n in out},
             "feeds": feeds, "providers": providers, "session_seconds": session_seconds,
-            "run_seconds": seconds, "notes": [_said(n, c) for n, c in zip(meta["notes"], meta["notes_cli"])],
+            "run_seconds": seconds, "notes": [said(lambda say, n=n, c=c: c if say.cli else n) for n, c in zip(meta["notes"], meta["notes_cli"])],
             "warnings": meta["warnings"],
             "runtime_options": {str(k): str(v) for k, v in meta["runtime_options"].items()}, "skeleton": skel}
-
-
-def _said(api: str, cli: str) -> str:
-    """A stored note as it was made: in the API's words, carrying the command line's where they differ."""
-    if api == cli:
-        return api
-    out = Said(api)
-    out.cli = cli
-    return out
 
 
 def load_weights(files: list[tuple[str, int, dict, list]], packed: int, data_files: list = ()) -> "np.ndarray | PrivateCopy | None":
