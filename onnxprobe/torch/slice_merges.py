@@ -20,9 +20,8 @@ def block_of(v: np.ndarray, p: np.ndarray) -> tuple[int, int] | None:
     equal ``v``, as it is or transposed (a 2-D block of a MatMul's weight), or None."""
     if not p.ndim or p.size <= v.size or not v.size:
         return None
-    row = p.size // p.shape[0]
     for cand in (v, v.T) if v.ndim == 2 else (v,):
-        if cand.size % row or cand.shape[1:] != p.shape[1:]:
+        if cand.shape[1:] != p.shape[1:]:  # rows of p's own layout
             continue
         k = cand.shape[0]
         for start in range(0, p.shape[0] - k + 1, k):
