@@ -124,8 +124,9 @@ def load_notes(a: Model, b: Model | None) -> list[str]:
 def npz_side(label: str, arrays: dict[str, np.ndarray], like: Model) -> Side:
     """Saved activations as side B: one observable per array of numbers, described by the tensor of the same name
     in ``like`` (model A) where there is one, so that matching and reports know its op."""
-    known = {o.name: o for o in observe(like.proto).observables}
-    relu = _relu_outputs(arrays)
+    seen = observe(like.proto).observables
+    known = {o.name: o for o in seen}
+    relu = _relu_outputs(arrays, {o.key for o in seen if o.floor_zero})
     obs = []
     for k, (name, value) in enumerate(arrays.items()):
         if not numeric(value):  # strings: left out, A's tensor of that name unmatched with the runner's reason
@@ -144,22 +145,24 @@ def npz_side(label: str, arrays: dict[str, np.ndarray], like: Model) -> Side:
     return Side(label, like, NpzRunner(arrays, label), Observation(obs))
 
 
-def _relu_outputs(arrays: dict[str, np.ndarray]) -> dict[str, str]:
-    """Saved float tensor -> another saved tensor that is its Relu (max(x, 0), by value): the file holds no graph,
-    and a quantized model that folded a Relu into its range holds Relu(x) where it keeps x's name, which matching
-    pairs with the Relu's output (``match.engine``), never with x (it paired with x against saved values, with the
-    Relu's output in a two-model diff)."""
+def _relu_outputs(arrays: dict[str, np.ndarray], keys: set[str]) -> dict[str, str]:
+    """Saved float tensor of ``keys`` -> another saved tensor that is its Relu (max(x, 0), by value): the file holds
+    no graph, and a quantized model that folded a Relu into its range holds Relu(x) where it keeps x's name (``keys``:
+    those of A's values whose range starts at 0), which matching pairs with the Relu's output (``match.engine``),
+    never with x (it paired with x against saved values, with the Relu's output in a two-model diff). Only arrays of
+    those tensors' shapes are hashed: a float model's saved values cost nothing here."""
     floats = {n: np.asarray(v) for n, v in arrays.items() if numeric(v) and np.asarray(v).dtype.kind == "f" and np.size(v)}
+    xs = {n: v for n, v in floats.items() if n in keys and (v < 0).any()}
+    shapes = {v.shape for v in xs.values()}
     nonneg = {}
     for n, v in floats.items():
-        if not (v < 0).any() and not np.isnan(v).any():
+        if v.shape in shapes and not (v < 0).any() and not np.isnan(v).any():
             nonneg.setdefault(array_digest(v), n)
     out = {}
-    for n, v in floats.items():
-        if (v < 0).any():
-            r = nonneg.get(array_digest(np.maximum(v, v.dtype.type(0))))
-            if r is not None:
-                out[n] = r
+    for n, v in xs.items():
+        r = nonneg.get(array_digest(np.maximum(v, v.dtype.type(0))))
+        if r is not None:
+            out[n] = r
     return out
 
 
