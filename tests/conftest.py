@@ -212,6 +212,16 @@ def grads_for_output_grad(tmp_path, model: onnx.ModelProto, vals: dict[str, np.n
     return np.load(tmp_path / "g.npz")
 
 
+def torch_grads64(make, module, args) -> dict[str, np.ndarray]:
+    """The oracle of ``diff --grad --vs-torch`` tests: torch autograd in float64 of the sum of ``make()``'s output
+    (a fresh module of ``module``'s class, given ``module``'s state, in eval mode) on ``args``, per parameter."""
+    m64 = make().eval()
+    m64.load_state_dict(module.state_dict())
+    m64 = m64.double()
+    m64(*(a.double() for a in args)).sum().backward()
+    return {n: p.grad.numpy() for n, p in m64.named_parameters()}
+
+
 def empty_slice_model() -> onnx.ModelProto:
     """x -> Relu -> r -> Slice to nothing -> e -> Relu -> y: one pair with values, two empty ones."""
     v = (lambda n, s: helper.make_tensor_value_info(n, TensorProto.FLOAT, s))

@@ -16,6 +16,7 @@ from onnx import numpy_helper
 torch = pytest.importorskip("torch")
 nn = torch.nn
 
+from conftest import torch_grads64  # noqa: E402
 from onnxprobe import api  # noqa: E402
 from onnxprobe.torch.export import export  # noqa: E402
 
@@ -312,12 +313,7 @@ def test_batchnorms_of_the_same_statistics_are_each_the_one_after_its_layer(tmp_
     by_param = {r.pair.b.name: r for r in res.results if r.pair.b.op_type == "parameter"}
     assert set(by_param) == {n for n, _ in m.named_parameters()}, sorted(by_param)
     assert res.verdict()[0] == "pass", res.verdict()
-    m64 = FreshTwins().eval()
-    m64.load_state_dict(m.state_dict())
-    m64 = m64.double()
-    m64(x.double()).sum().backward()
-    for name, p in m64.named_parameters():
-        g = p.grad.numpy()
+    for name, g in torch_grads64(FreshTwins, m, (x,)).items():
         r = by_param[name]
         assert r.metrics.max_abs <= 1e-5 * float(np.abs(g).max()) + 1e-7, (name, r.metrics.max_abs)
         assert r.metrics.b_absmax == pytest.approx(float(np.abs(g).max()), rel=1e-4, abs=1e-9), name
@@ -359,11 +355,7 @@ def test_folds_of_fresh_blocks_whose_zero_bias_is_shared_or_dropped(tmp_path, ki
         assert all(len(n.input) == 2 for n in g.node if n.op_type == "Conv")  # the bias dropped
     res = api.diff_grad_torch(path, m, example_args=(x,))
     assert res.verdict()[0] == "pass", res.verdict()
-    m64 = TwoBlocks().eval()
-    m64.load_state_dict(m.state_dict())
-    m64 = m64.double()
-    m64(x.double()).sum().backward()
-    want = {n: p.grad.numpy() for n, p in m64.named_parameters()}
+    want = torch_grads64(TwoBlocks, m, (x,))
     got = {r.pair.b.name: r for r in res.results if r.pair.b.op_type == "parameter"}
     for p in ("a.0.weight", "a.1.weight", "b.0.weight", "b.1.weight", "head.weight"):
         assert p in got, sorted(got)

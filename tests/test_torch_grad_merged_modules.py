@@ -12,6 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")
 nn = torch.nn
 
+from conftest import torch_grads64  # noqa: E402
 from onnxprobe import api  # noqa: E402
 from onnxprobe.torch.export import export  # noqa: E402
 
@@ -35,11 +36,7 @@ def test_merged_layernorms_are_compared_with_the_sum_of_their_gradients(tmp_path
     res = api.diff_grad_torch(path, m, example_args=(x,))
     assert res.verdict()[0] == "pass", res.verdict()
     by = {r.pair.b.name: r for r in res.results if r.pair.b.op_type == "parameter"}
-    m64 = Parallel().eval()
-    m64.load_state_dict(m.state_dict())
-    m64 = m64.double()
-    m64(x.double()).sum().backward()
-    g = {n: p.grad.numpy() for n, p in m64.named_parameters()}
+    g = torch_grads64(Parallel, m, (x,))
     for w in ("weight", "bias"):
         (name,) = [n for n in by if n.startswith("ln1." + w)]
         assert name == f"ln1.{w}+ln2.{w}", name  # the sum, as the graph's one node reads both
@@ -71,11 +68,7 @@ def test_attention_biases_merged_with_a_slice_or_read_by_two_attentions(tmp_path
     path = export(m, args, tmp_path / f"{kind}.onnx", dynamo=kind == "dynamo")
     res = api.diff_grad_torch(path, m, example_args=args)
     assert res.verdict()[0] == "pass", res.verdict()
-    m64 = Decoder().eval()
-    m64.load_state_dict(m.state_dict())
-    m64 = m64.double()
-    m64(*(a.double() for a in args)).sum().backward()
-    g = {n: p.grad.numpy() for n, p in m64.named_parameters()}
+    g = torch_grads64(Decoder, m, args)
     by = {r.pair.b.name: r for r in res.results if r.pair.b.op_type == "parameter"}
     unused = {u.obs.name: u.reason for u in res.matching.unmatched_b}
     if kind == "dynamo":
@@ -114,11 +107,7 @@ def test_a_weight_an_affine_less_norm_reads_as_its_constant_is_not_compared(tmp_
     path = export(m, (x,), tmp_path / f"{kind}.onnx", dynamo=kind == "dynamo")
     res = api.diff_grad_torch(path, m, example_args=(x,))
     assert res.verdict()[0] == "pass", res.verdict()
-    m64 = FreshAndPlainNorm().eval()
-    m64.load_state_dict(m.state_dict())
-    m64 = m64.double()
-    m64(x.double()).sum().backward()
-    want = {n: p.grad.numpy() for n, p in m64.named_parameters()}
+    want = torch_grads64(FreshAndPlainNorm, m, (x,))
     got = {r.pair.b.name: r for r in res.results if r.pair.b.op_type == "parameter"}
     for n, r in got.items():
         w = sum(want[p] for p in n.split("+"))
