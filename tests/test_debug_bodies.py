@@ -158,3 +158,38 @@ def test_node_view_of_a_branch_not_taken_counts_no_nan_or_inf(tmp_path):
     out = debug(p, ["input x [3,-1]", "input z [0,0]", "input c true", "run", "goto then_relu"])
     row = next(line for line in out.splitlines() if line.startswith("out 0")).split()
     assert row[row.index("float32") + 1:][4:6] == ["0", "0"], row
+
+
+def empty_in_then_model() -> onnx.ModelProto:
+    """y = If(c, then: Relu(x) beside an empty Slice of x, else: Neg(x)): a tensor that runs empty (count 0, shape
+    [0]) in one branch, tensors of count 0 that did not run in the other."""
+    ints = (lambda name, v: helper.make_node("Constant", [], [name], value=helper.make_tensor(name, TensorProto.INT64, [1], v)))
+    then = helper.make_graph([ints("t_s", [0]), ints("t_e", [0]), helper.make_node("Slice", ["x", "t_s", "t_e"], ["t_empty"]),
+                              helper.make_node("Relu", ["x"], ["t_out"], name="then_relu")],
+                             "then_body", [], [vi("t_out", F, [2])])
+    other = helper.make_graph([helper.make_node("Neg", ["x"], ["e_out"], name="else_neg")], "else_body", [], [vi("e_out", F, [2])])
+    node = helper.make_node("If", ["c"], ["y"], name="if", then_branch=then, else_branch=other)
+    return make_model([node], [vi("x", F, [2]), vi("c", B, [])], [vi("y", F, [2])])
+
+
+@pytest.mark.parametrize("cond", [True, False])
+def test_where_count_0_finds_a_tensor_that_ran_empty_never_one_that_did_not_run(tmp_path, cond):
+    """A tensor of the branch not taken has a count of 0 and no runtime shape: `where count==0` (and the API's
+    where, on a result of api.layers) matched it as if it were empty, the Constant of a branch not taken too."""
+    from onnxprobe import api
+
+    p = tmp_path / "if.onnx"
+    onnx.save(empty_in_then_model(), p)
+    ran = ReferenceEvaluator(onnx.load(str(p))).run(None, {"x": np.array([3, -1], np.float32), "c": np.array(cond)})[0]
+    assert np.array_equal(ran, [3, 0] if cond else [-3, 1])
+    feed = ["input x [3,-1]", f"input c {str(cond).lower()}"]
+    for extra in ("", " --weights"):
+        out = " ".join(debug(p, feed + [f"where count==0{extra}", "where count<1 --weights"]).split())
+        if cond:
+            assert out.count("first tensor where count") == 2 and "t_empty" in out and "e_out" not in out
+        else:
+            assert "first tensor" not in out and "no tensor where count==0" in out, out
+    res = api.layers(str(p), selection=api.Selection(all=True, include_constants=True),
+                     inputs=api.InputSpec(arrays={"x": np.array([3, -1], np.float32), "c": np.array(cond)}))
+    hit = api.where(res, "count==0")
+    assert (hit[0].name if hit else None) == ("t_empty" if cond else None)

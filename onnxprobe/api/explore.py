@@ -21,6 +21,7 @@ from onnxprobe.runtime.feeds import model_inputs
 from onnxprobe.runtime.interrupt import call_interruptibly
 from onnxprobe.runtime.runners.ort import OrtRunner
 from onnxprobe.stats.conditions import Condition, parse_condition
+from onnxprobe.stats.status import values_status
 from onnxprobe.stats.tensor_stats import TensorStats
 from onnxprobe.types import ProbeResult, RunConfig, TensorRef, check_bool
 
@@ -100,15 +101,21 @@ class Prober:
         return res
 
 
-def where(rows: ProbeResult | Iterable[tuple[TensorRef, TensorStats | None]], condition: Condition | str) -> tuple[TensorRef, TensorStats] | None:
+def where(rows: ProbeResult | Iterable[tuple[TensorRef, TensorStats | None]], condition: Condition | str, *,
+          shapes: dict | None = None) -> tuple[TensorRef, TensorStats] | None:
     """The first (ref, stats) in ``rows`` (topological order; or a result, whose ``rows()`` are taken)
     whose statistics satisfy ``condition`` (a string such as ``nan``, ``inf``, ``absmax>1e4``,
-    ``std<1e-6``, or a parsed Condition)."""
+    ``std<1e-6``, or a parsed Condition). A tensor that did not run (inside an If branch not taken or a loop
+    of no iteration: a count of 0 and no runtime shape, in a result's ``shapes`` or the ``shapes`` given with
+    (ref, stats) pairs) holds no condition: it is no empty tensor, ``count==0`` among them."""
     if not isinstance(condition, (Condition, str)):
         raise UsageError(f"condition: expected a string such as 'nan' or 'absmax>1e4', or a Condition, got "
                          f"{type(condition).__name__}")
+    if shapes is not None and not isinstance(shapes, dict):
+        raise UsageError(f"shapes: expected a dict of tensor name -> runtime shape, got {type(shapes).__name__}")
     cond = condition if isinstance(condition, Condition) else parse_condition(condition)
     if callable(getattr(rows, "rows", None)):  # a result (ProbeResult, DatasetResult): its rows
+        shapes = rows.shapes if shapes is None else shapes
         rows = rows.rows()
     elif rows is None or isinstance(rows, (str, bytes, dict)) or not hasattr(rows, "__iter__"):
         raise UsageError(f"rows: expected a result of api.layers or its rows() ((TensorRef, TensorStats) pairs), "
@@ -118,6 +125,8 @@ def where(rows: ProbeResult | Iterable[tuple[TensorRef, TensorStats | None]], co
             raise UsageError(f"rows: expected a result of api.layers or its rows() ((TensorRef, TensorStats) pairs), got an "
                              f"item {what_came(row)}")
         ref, st = row
+        if st is not None and st.count == 0 and shapes is not None and values_status(0, shapes.get(ref.key)) == "not run":
+            continue
         if cond.holds(st):
             return ref, st
     return None

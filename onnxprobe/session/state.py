@@ -306,7 +306,7 @@ class State(Feeding):
         if after is not None:
             names = [n for n in names if t.index.refs[n].index > after]
         self.ensure_stats(t, names, what=f"statistics of {len(names)} tensors")
-        return api.where(self.stats_rows(t, names), condition)
+        return api.where(self.stats_rows(t, names), condition, shapes=t.results.shapes)
 
     def readers_that_ran(self, t: Target, name: str) -> list:
         """The nodes that read ``name`` and ran on the current inputs, in order: a node inside a body (an If
