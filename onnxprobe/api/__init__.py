@@ -67,7 +67,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
         Feeds, ModelInput, as_model, check_shape, check_value, model_inputs, parse_dims, parse_input_files,
         parse_shape_overrides, parse_size, read_array, read_inputs, read_map, read_npz, save_npz,
         GivenInputs, given_inputs,
-        named_by_position, raw_batches, feed_digest, has_statistics,
+        named_by_position, raw_batches, feed_digest, has_statistics, same_float_values,
     )
     from onnxprobe.api.spec import input_spec, parse_int_range, protect_inputs
     from onnxprobe.api.pictures import (
@@ -112,7 +112,8 @@ _WHERE = {
     "onnxprobe.api.inputs": (
         "Feeds ModelInput as_model check_shape check_value model_inputs parse_input_files "
         "parse_dims parse_shape_overrides parse_size read_array read_inputs read_map "
-        "read_npz save_npz named_by_position raw_batches feed_digest has_statistics GivenInputs given_inputs"
+        "read_npz save_npz named_by_position raw_batches feed_digest has_statistics GivenInputs given_inputs "
+        "same_float_values"
     ),
     "onnxprobe.api.spec": "input_spec parse_int_range protect_inputs",
     "onnxprobe.api.pictures": (

@@ -36,7 +36,7 @@ from onnxprobe.types import InputSpec, ProbeResult, Progress, RunConfig, TorchLi
 
 __all__ = ["check_shape", "feed_digest", "has_statistics", "input_spec", "GivenInputs", "given_inputs", "read_inputs", "named_by_position", "parse_int_range", "parse_size", "parse_dims", "parse_shape_overrides", "parse_input_files", "read_array",
            "read_npz", "read_map", "save_npz", "Feeds", "ModelInput", "model_inputs", "check_value", "load", "as_model", "proto_of",
-           "model_file", "as_inputs", "checked_feed", "as_names", "expect", "as_selection", "as_config", "as_max_memory", "as_progress", "Progress", "ModelLike", "TorchLike", "as_raw",
+           "model_file", "as_inputs", "checked_feed", "as_names", "expect", "as_selection", "as_config", "as_max_memory", "as_progress", "Progress", "ModelLike", "TorchLike", "as_raw", "same_float_values",
            "as_ray", "as_dataset", "protect_inputs", "as_result", "as_probe_result", "what_came"]
 
 ModelLike = Union[Model, str, os.PathLike, onnx.ModelProto]  # what every function that takes a model takes
@@ -397,3 +397,16 @@ def raw_batches(tensors: list[tuple[str, tuple | None, str | None]], max_memory:
     sizes = [(n, nbytes(tuple(s), d) if s is not None and all(isinstance(x, (int, np.integer)) for x in s) else 0)
              for n, s, d in tensors]
     return plan_chunks(sizes, (max_memory or default_budget()) // 2)
+
+
+def same_float_values(a: "ModelLike", b: "ModelLike", feed: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """``feed`` (made for model ``a``) as ``diff`` gives it to both models: each input that ``a`` and ``b`` take in
+    two float types (a float16 model and its float32 original) holds values both types hold exactly, rounded to
+    the narrower one and kept in ``a``'s dtype (UsageError where one rounds to Inf), so that each model, casting
+    them to its own type, computes from the same numbers; every other input as given."""
+    from onnxprobe.compare.measure import FLOATS, same_values
+
+    take = {s.name: s.elem_type for s in _model_inputs(as_model(b).proto)}
+    floats = {s.name: (s.elem_type, take[s.name]) for s in _model_inputs(as_model(a).proto)
+              if s.name in take and s.elem_type != take[s.name] and s.elem_type in FLOATS and take[s.name] in FLOATS}
+    return same_values(dict(feed), floats)

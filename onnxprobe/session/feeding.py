@@ -62,8 +62,11 @@ class Feeding:
         """(feed, digest, Feeds) for a target, recomputed only when the input specification changed.
         A second model takes the first model's values for inputs of the same name, dtype and shape."""
         key = self.inputs.key()
+        other = self.targets.get("b") if t.label == "a" else None
         if t.label != "a":
             key = key + (self.feed(self.a)[1],)
+        elif other is not None:  # A's values rounded where B takes an input in a narrower float type
+            key = key + (tuple((s.name, s.elem_type) for s in self.specs(other)),)
         if t.feed_cache is not None and t.feed_cache[0] == key:
             return t.feed_cache[1], t.feed_cache[2], t.feed_cache[3]
         names = {s.name for s in self.specs(t)}
@@ -75,14 +78,19 @@ class Feeding:
             a_feed = self.feed(self.a)[0]
             for s in self.specs(t):
                 if s.name in a_feed and s.name not in arrays:
+                    value = a_feed[s.name]
+                    if s.kind == "tensor_type" and isinstance(value, np.ndarray) and value.dtype.kind == "f" and s.dtype.kind == "f":
+                        value = value.astype(s.dtype)  # another float type: A's values, which both types hold (feed)
                     try:
-                        arrays[s.name] = api.check_value(s, a_feed[s.name], "from model a")
+                        arrays[s.name] = api.check_value(s, value, "from model a")
                         files.pop(s.name, None)
                     except UsageError:
                         pass
         fs = api.feeds(t.model, api.InputSpec(seed=spec.seed, int_range=spec.int_range, shapes=shapes, files=files,
                                               arrays=arrays, arrays_from=spec.arrays_from(arrays),
                                               arrays_complete=spec.spec.arrays_complete))
+        if other is not None:  # what diff feeds both models: values each of their float types holds exactly
+            fs = dataclasses.replace(fs, values=api.same_float_values(t.model, other.model, fs.values))
         digest = api.feed_digest(fs.values)
         t.feed_cache = (key, fs.values, digest, fs)
         return fs.values, digest, fs
