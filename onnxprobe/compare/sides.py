@@ -136,7 +136,7 @@ def npz_side(label: str, arrays: dict[str, np.ndarray], like: Model) -> Side:
         if o is not None:
             obs.append(Observable(key=name, name=name, probe=name, node=o.node, op_type=o.op_type,
                                   effective_op=o.effective_op, index=o.index, shape=shape, kind="float",
-                                  is_output=o.is_output, bn_next=o.bn_next, conv_bn=o.conv_bn, elem_type=elem,
+                                  is_output=o.is_output, tails_after=o.tails_after, conv_bn=o.conv_bn, elem_type=elem,
                                   relu=relu.get(name)))  # as A's tensor
         else:
             obs.append(Observable(key=name, name=name, probe=name, node="", op_type="?", effective_op="?",

@@ -77,10 +77,11 @@ class Observable:
     # (size, a few of its values) of each of those (``match.weights``): a weight near one of the other model
     # (fp16, fine-tuned, perturbed) is evidence where names and order are not
     weight_samples: tuple = ()
-    # a Conv output whose one reader is a per-channel tail (a BatchNormalization, a bias Add, a constant
-    # scale), and that tail's output: a model with the tail folded into its Conv (a quantizer's, onnxruntime's,
-    # an exporter's bias) has one Conv tensor for both, the tail's function
-    bn_next: bool = False
+    # a Conv output that per-channel tails follow (a BatchNormalization, a bias Add, a constant scale, each reading
+    # the one before): how many; a tail of such a chain: conv_bn, and how many follow it. A model with the first
+    # tails folded into its Conv (a quantizer's, onnxruntime's, onnxsim's, an exporter's bias) has one Conv tensor
+    # for them, the last folded tail's function (``match.folds.with_tails``)
+    tails_after: int = 0
     conv_bn: bool = False
     # an integer tensor's node: what each of its inputs is, and its attributes (``match.integers``)
     slots: tuple = ()

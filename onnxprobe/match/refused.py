@@ -85,7 +85,7 @@ def refuse(obs_a: list[Observable], obs_b: list[Observable], pairs: list, made: 
         best = None
         for j in groups.get((canonical(a.effective_op), len(a.shape), a_scope(a.scope)), ()):
             b = obs_b[j]
-            if a.bn_next != b.bn_next or any(isinstance(x, int) and isinstance(y, int) and x != y for x, y in zip(a.shape, b.shape)):
+            if a.tails_after != b.tails_after or any(isinstance(x, int) and isinstance(y, int) and x != y for x, y in zip(a.shape, b.shape)):
                 continue
             why = contradiction(a, b, shared)
             if why is None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from onnxprobe.match.folds import node_words, tail_folded
+from onnxprobe.match.folds import is_conv, node_words, tail_folded
 from onnxprobe.match.integers import IntegerCheck, Unknown, other_settings
 from onnxprobe.match.observe import Observable
 from onnxprobe.match.ops import canonical, function_op, one_function
@@ -68,12 +68,14 @@ class MatchState:
         """Pair A's ``i`` with B's ``j``, or refuse them (False) with the reason left on both: another shape,
         or a Conv with its tail folded in against one the tail follows (paired later, with the tail's output)."""
         a, b = self.obs_a[i], self.obs_b[j]
-        if (strategy != "map" and a.kind == b.kind == "float" and canonical(a.effective_op) == canonical(b.effective_op) == "Conv"
-                and a.bn_next != b.bn_next):
+        if (strategy != "map" and a.kind == b.kind == "float" and canonical(a.effective_op) == canonical(b.effective_op) and is_conv(a)
+                and a.tails_after != b.tails_after):
             # one name, two functions: a Conv with its BatchNormalization (or bias, scale) folded in against one the
             # tail follows; the folded one pairs with the tail's output (``match.folds``), by alignment
-            k, why, folded, other = (j, self.why_b, self.folded_b, a) if b.bn_next else (i, self.why_a, self.folded_a, b)
-            why[k] = tail_folded("A" if b.bn_next else "B", node_words(other))
+            # (the one more tails follow took fewer in: onnxsim folds a BatchNormalization and a scale, not the bias)
+            k, why, folded, other = ((j, self.why_b, self.folded_b, a) if b.tails_after > a.tails_after
+                                     else (i, self.why_a, self.folded_a, b))
+            why[k] = tail_folded("A" if b.tails_after > a.tails_after else "B", node_words(other))
             folded.add(k)
             return False
         if not shapes_agree(a.shape, b.shape):
@@ -240,10 +242,13 @@ def _swapped(i: int, j: int, read_a: list[str], to_a: list, obs_a, obs_b, used_a
     partner A's node does not read (it reads a tensor of A's own, unpaired, computed from it), and that
     unpaired tensor's op is applied to ``j``'s output in B (Sigmoid(Relu(m)) against Relu(Sigmoid(m)): the
     Sigmoids align by op, order and shape, yet are other functions). An op of A's own that B has nowhere
-    after ``j`` (a Pad that B's Conv took in) says nothing."""
+    after ``j`` (a Pad that B's Conv took in) says nothing, nor does a tail (``i``) against a Conv (``j``) that took it
+    in: the Conv or tail before it that the tail reads is the chain's, which that Conv holds too (``match.folds``)."""
     if not any(t is not None and t not in read_a for t in to_a):
         return False
-    between = {function_op(obs_a[idx_a[u]]) for u in read_a if u in idx_a and idx_a[u] not in used_a}
+    folded = obs_a[i].conv_bn and is_conv(obs_b[j])
+    between = {function_op(obs_a[idx_a[u]]) for u in read_a if u in idx_a and idx_a[u] not in used_a
+               and not (folded and (is_conv(obs_a[idx_a[u]]) or obs_a[idx_a[u]].conv_bn))}
     after = {function_op(obs_b[k]) for k in readers_b.get(obs_b[j].name, ()) if k not in used_b}
     return bool(between & after)
 
@@ -262,12 +267,13 @@ def alike(a: Observable, b: Observable, shared: set[str], a_scope=None) -> bool:
 
 def _same_function_op(a: Observable, b: Observable) -> bool:
     """The same op (or one function that two exporters write with other ops: ``match.ops.function_op``), or a
-    Conv with its tail folded in against that tail's output (``match.folds``); never a Conv whose tail
-    follows against one whose does not (the folded one computes the tail's function too)."""
+    Conv with its tails folded in against the last folded tail's output (``match.folds``): as many tails follow
+    each; never a Conv whose tail follows against one whose does not (the folded one computes the tail's
+    function too), nor two tails of chains that have more or fewer tails still to come."""
     if function_op(a) == function_op(b):  # a GlobalAveragePool and its ReduceMean too (``match.ops.global_pool``)
-        return a.bn_next == b.bn_next
-    conv, bn = (a, b) if canonical(a.effective_op) == "Conv" else (b, a)
-    return canonical(conv.effective_op) == "Conv" and bn.conv_bn and not conv.bn_next
+        return a.tails_after == b.tails_after
+    conv, bn = (a, b) if is_conv(a) else (b, a)
+    return is_conv(conv) and bn.conv_bn and conv.tails_after == bn.tails_after
 
 
 def shared_weights(obs_a: list[Observable], obs_b: list[Observable]) -> set[str]:
