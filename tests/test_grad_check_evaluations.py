@@ -16,7 +16,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from conftest import make_model
 from onnxprobe import api
-from onnxprobe.autodiff.check import DELTA, perturbable, to_float64
+from onnxprobe.autodiff.check import perturbable, to_float64
 
 grad_mod = importlib.import_module("onnxprobe.api.grad")  # (api.grad is the function)
 CPU = api.RunConfig(device="cpu")
@@ -73,7 +73,7 @@ def test_every_loss_evaluation_is_a_plain_sessions(tmp_path, monkeypatch, build,
     for name, delta, _ in calls:
         shapes.setdefault(name, delta.shape)
     tensors = {n: (TensorProto.FLOAT, list(s)) for n, s in shapes.items()}
-    pm = perturbable(gp.forward, gp.loss.loss, tensors)
+    pm, deltas = perturbable(gp.forward, gp.loss.loss, tensors)
     pm = to_float64(pm) if mode == "float64" else pm
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
@@ -81,7 +81,7 @@ def test_every_loss_evaluation_is_a_plain_sessions(tmp_path, monkeypatch, build,
     base = {k: (v.astype(dt) if v.dtype == np.float32 else v) for k, v in {**feed, **gp.extra_feed}.items()}
     for name, delta, value in calls:
         f = dict(base)
-        f.update({DELTA + n: np.zeros(s, dt) for n, s in shapes.items()})
-        f[DELTA + name] = delta.astype(dt)
+        f.update({deltas[n]: np.zeros(s, dt) for n, s in shapes.items()})
+        f[deltas[name]] = delta.astype(dt)
         want = float(np.asarray(sess.run([gp.loss.loss], f)[0], np.float64).reshape(-1)[0])
         assert value == want or (np.isnan(value) and np.isnan(want)), (name, value, want)

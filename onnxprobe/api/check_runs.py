@@ -11,7 +11,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto
 
-from onnxprobe.autodiff.check import DELTA, TOLERANCE, to_float64
+from onnxprobe.autodiff.check import TOLERANCE, to_float64
 from onnxprobe.autodiff.engine import attach_backward
 from onnxprobe.errors import ExecutionError, ModelError, UsageError, first_line, said, setting_error
 from onnxprobe.graph.shapes import infer_shapes
@@ -27,7 +27,8 @@ class CheckRun:
     """The loss's perturbed runs: one session of the perturbable model (``runner``) in the check's precision
     (``mode``: "float64", "float64 (float32 gradients)" or "float32"), the feed in it (``base``: the model's
     inputs and the loss's extra one), the float64 backward graph's gradients (``grads64``, None where there are
-    none), the delta inputs' dtype (``dt``), each checked tensor's zero delta (``zeros``) and the loss output's name."""
+    none), the delta inputs' dtype (``dt``), each checked tensor's zero delta (``zeros``) and the loss output's name,
+    and each checked tensor's delta input (``deltas``, ``autodiff.check.perturbable``)."""
 
     runner: OrtRunner
     mode: str
@@ -36,6 +37,7 @@ class CheckRun:
     dt: type
     zeros: dict[str, np.ndarray]
     loss_name: str
+    deltas: dict[str, str]
 
     def loss(self, name: str, delta: np.ndarray) -> float:
         """The loss with tensor ``name`` moved by ``delta`` (the others where they are)."""
@@ -43,18 +45,19 @@ class CheckRun:
         # zeros (t + 0 is t, bit for bit, as with a whole tensor of zeros, which each run read for every tensor)
         f = dict(self.base)
         f.update(self.zeros)
-        f[DELTA + name] = np.asarray(delta, self.dt)
+        f[self.deltas[name]] = np.asarray(delta, self.dt)
         out, _ = self.runner.execute(self.runner.model, f, [self.loss_name], key="check", shrink=False)
         return float(np.asarray(out[self.loss_name], np.float64).reshape(-1)[0])
 
 
-def check_run(gp: GradPlan, pm: onnx.ModelProto, feed: dict[str, np.ndarray], tensors: dict[str, tuple[int, list]],
-              device: str, notes: list[str]) -> CheckRun:
-    """The check's runs of ``pm`` (``autodiff.check.perturbable`` of ``gp.forward``, a delta input per tensor of
-    ``tensors``: name -> (elem type, shape)): in float64 where onnxruntime runs the float64 copy (one run tells:
+def check_run(gp: GradPlan, perturbed: tuple[onnx.ModelProto, dict[str, str]], feed: dict[str, np.ndarray],
+              tensors: dict[str, tuple[int, list]], device: str, notes: list[str]) -> CheckRun:
+    """The check's runs of ``perturbed`` (``autodiff.check.perturbable`` of ``gp.forward``: the model, and its delta
+    input of each tensor of ``tensors``: name -> (elem type, shape)): in float64 where onnxruntime runs the float64 copy (one run tells:
     some kernels refuse double at run time), else in float32 with a note in ``notes``; a UsageError where the
     model computes a checked tensor in float16 / bfloat16 and must stay in float32."""
     config = RunConfig(device=device)
+    pm, deltas = perturbed
     base = {**feed, **gp.extra_feed}
     mode, grads64 = "float32", None
     try:
@@ -62,7 +65,7 @@ def check_run(gp: GradPlan, pm: onnx.ModelProto, feed: dict[str, np.ndarray], te
         runner.session(runner.model, key="check", arena=True)  # (as execute would make it: scalar outputs only)
         # some kernels are registered for double and refuse it at run time (LSTM, GRU): one run tells
         f64 = {k: (v.astype(np.float64) if v.dtype in (np.float32, np.float16) else v) for k, v in base.items()}
-        f64.update(zero_deltas(tensors, np.float64))
+        f64.update(zero_deltas(tensors, np.float64, deltas))
         runner.execute(runner.model, f64, [gp.loss.loss], key="check", shrink=False)
         mode = "float64"
     except ExecutionError as e:
@@ -82,13 +85,13 @@ def check_run(gp: GradPlan, pm: onnx.ModelProto, feed: dict[str, np.ndarray], te
         if grads64 is None:
             mode = "float64 (float32 gradients)"
     dt = np.float64 if mode.startswith("float64") else np.float32
-    return CheckRun(runner, mode, base, grads64, dt, zero_deltas(tensors, dt), gp.loss.loss)
+    return CheckRun(runner, mode, base, grads64, dt, zero_deltas(tensors, dt, deltas), gp.loss.loss, deltas)
 
 
-def zero_deltas(tensors: dict[str, tuple[int, list]], dt) -> dict[str, np.ndarray]:
+def zero_deltas(tensors: dict[str, tuple[int, list]], dt, deltas: dict[str, str]) -> dict[str, np.ndarray]:
     """The delta of each checked tensor left where it is: a zero of its rank, all dims 1 (``perturbable``'s delta
     inputs have unknown dims; the Add broadcasts it), not a copy of the tensor in zeros."""
-    return {DELTA + n: np.zeros([1] * len(s), dt) for n, (_, s) in tensors.items()}
+    return {deltas[n]: np.zeros([1] * len(s), dt) for n, (_, s) in tensors.items()}
 
 
 def grads_float64(gp: GradPlan, feed64: dict[str, np.ndarray], device: str) -> dict[str, np.ndarray] | None:

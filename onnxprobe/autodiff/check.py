@@ -1,8 +1,9 @@
 """The finite-difference gradient check: the graph rewrites it needs, and its numerics.
 
 ``perturbable(model, loss, tensors)`` returns the forward + loss graph with one new input per checked
-tensor t, ``onnxprobe.delta:<t>``, added to t before anything reads it (t' = t + delta), and the loss as
-its only output: L(t + h v) is one run with delta = h v.
+tensor t, ``onnxprobe.delta:<t>`` (or a fresh name of that stem, where the model has it: every name it adds is
+one the model does not use), added to t before anything reads it (t' = t + delta), and the loss as its only
+output: L(t + h v) is one run with delta = h v.
 
 ``check_gradients(items, loss, precision)`` is the check itself, a pure function over a callable loss
 (``api.grad_check`` runs the perturbable model for it).
@@ -23,26 +24,29 @@ from onnxprobe.autodiff.check32 import check_direction, check_float32
 from onnxprobe.autodiff.float64_copy import to_float64  # noqa: F401 (the check's float64 copy, as callers import it)
 from onnxprobe.autodiff.kinks import apart, several_kinks, unit
 from onnxprobe.autodiff.nested import rename
+from onnxprobe.graph.builder import all_names, fresh_name
 from onnxprobe.graph.walk import toposort
 
 DELTA = "onnxprobe.delta:"
 
 
-def perturbable(model: onnx.ModelProto, loss: str, tensors: dict[str, tuple[int, list]]) -> onnx.ModelProto:
-    """``tensors``: name -> (elem type, runtime shape)."""
+def perturbable(model: onnx.ModelProto, loss: str, tensors: dict[str, tuple[int, list]]) -> tuple[onnx.ModelProto, dict[str, str]]:
+    """``tensors``: name -> (elem type, runtime shape). Returns the model and each tensor's delta input."""
     out = onnx.ModelProto()
     out.CopyFrom(model)
     g = out.graph
-    renamed = {t: f"{t}{'.perturbed'}" for t in tensors}
+    names = all_names(out)  # a valid model may use 'W.perturbed' or 'onnxprobe.delta:W' itself
+    renamed = {t: fresh_name(names, f"{t}.perturbed") for t in tensors}
+    deltas = {t: fresh_name(names, DELTA + t) for t in tensors}
     rename(list(g.node), renamed)  # If / Loop / Scan bodies read weights of the main graph too
     new_nodes = []
     for t, (elem, shape) in tensors.items():
-        d = DELTA + t
+        d = deltas[t]
         # of the tensor's rank, dimensions unknown: onnxruntime's own shape inference can disagree with its
         # kernels (MaxPool with ceil_mode and pads: inferred 5x5, computed 4x4), and a delta of the run's shape
         # then made the Add refuse to load
         g.input.append(helper.make_tensor_value_info(d, elem, [None] * len(shape)))
-        new_nodes.append(helper.make_node("Add", [t, d], [renamed[t]], name=f"onnxprobe.check/{t}"))
+        new_nodes.append(helper.make_node("Add", [t, d], [renamed[t]], name=fresh_name(names, f"onnxprobe.check/{t}")))
     # the Adds go right after the producers: put them first and let a topological sort place them
     nodes = list(g.node) + new_nodes
     del g.node[:]
@@ -50,7 +54,7 @@ def perturbable(model: onnx.ModelProto, loss: str, tensors: dict[str, tuple[int,
     del g.output[:]
     g.output.append(helper.make_tensor_value_info(loss, 0, None))
     g.output[0].type.tensor_type.elem_type = _elem(model, loss) or TensorProto.FLOAT
-    return out
+    return out, deltas
 
 
 def _elem(model: onnx.ModelProto, name: str) -> int | None:
