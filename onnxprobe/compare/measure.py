@@ -285,6 +285,10 @@ def _fused(plan: DiffPlan, feeds: dict, sample: int, key):
         differ.update(found)
         plan.skip |= set(found)
         plan.fused = None
+    if plan.profile:  # (as where the models run apart from the start: no one run to time, never a silent drop)
+        why = first_line(failed)
+        raise settings_error(UsageError, lambda say: f"{say.either('profile', '--profile')} times diff's one run of both "
+                             f"models, which failed ({why}); without it they are measured in separate runs") from failed
     plan.notes.append(f"the one-run diff failed ({first_line(failed)}); measured in separate runs")
     plan.fuse, plan.extras = False, True  # as above
     return None

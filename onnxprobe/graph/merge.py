@@ -150,6 +150,11 @@ def side_by_side(a: onnx.ModelProto, b: onnx.ModelProto, pairs: list[tuple[str, 
     a_in, b_in = a_in - set(ua), b_in - set(ub)
     if a_in != b_in:
         raise NotMergeable("the models take different inputs")
+    # the shared inputs keep their names: one named as a prefixed name ('onnxprobe.a/y' beside a tensor 'y') would
+    # be defined twice in the merged graph
+    taken = sorted(n for n in a_in | set(ua) | set(ub) | b_in if n.startswith((PREFIX_A, PREFIX, CONE_PREFIX)))
+    if taken:
+        raise NotMergeable(f"a graph input is named as onnxprobe names the merged graph's tensors ({taken[0]!r})")
     ga, a_name = _prefixed(a, PREFIX_A)
     gb, b_name = _prefixed(b, PREFIX)
     out = onnx.ModelProto()
