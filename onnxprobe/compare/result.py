@@ -136,7 +136,8 @@ class DiffResult:
             return "error", said(lambda say: f"nothing was compared meaningfully: the loss does not depend on the weights ({losses}), "
                                  f"so every gradient is ~0; {in_words(INSTEAD, say)}")
         if not self.compared:  # why, by cause, of the selection (as the report's footer counts it)
-            return "error", nothing_compared(uncompared(self))
+            computed = any(o.node for side in (self.a, self.b) for o in side.observation.observables)
+            return "error", nothing_compared(uncompared(self), computed=computed)
         in_a = {id(u) for u in self.matching.unmatched_a}  # both models' outputs may have one name: say whose
         incomplete = outputs_not_compared([(u.obs.name, u.reason) for u in self.unpaired_outputs if id(u) in in_a],
                                           [(u.obs.name, u.reason) for u in self.unpaired_outputs if id(u) not in in_a],
@@ -156,6 +157,12 @@ class DiffResult:
                   _other_values_said(self.other_values) if self.grad is None and self.other_values else
                   said(lambda say: f"{len(self.outputs_failed)} of the {what} fail the criterion ({in_words(self.criterion, say)})")
                   if wrong is None and self.outputs_failed else None)
+        if incomplete is None and self.grad is None and not self._any_output():
+            # a graph that lists no output (onnx's checker accepts it): "outputs pass" would rest on nothing
+            incomplete = "no model output was compared: the models declare none (each pair above is judged on its own)"
+            bad = [r for r in self.results if r.passed is False]
+            failed = failed or (said(lambda say: f"{len(bad)} of the pairs fail the criterion ({in_words(self.criterion, say)})")
+                                if bad else None)
         # a failure found is a failure, whatever could not be compared beside it (which the line adds): an
         # error ("compare more") would hide the edited weight or output that was compared and disagreed
         if failed:
@@ -165,6 +172,11 @@ class DiffResult:
         if wrong is not None:
             return wrong
         return "pass", said(lambda say: f"{what} pass ({in_words(self.criterion, say)})")
+
+    def _any_output(self) -> bool:
+        """Whether a model output is among the pairs or the unmatched tensors of either model."""
+        return (any(r.pair.a.is_output or r.pair.b.is_output for r in self.results)
+                or any(u.obs.is_output for u in self.matching.unmatched_a + self.matching.unmatched_b))
 
     def _grad_verdict(self) -> tuple[str, str] | None:
         """diff --grad judges weight gradients of a finite loss: none to judge, or a NaN/Inf loss, earns

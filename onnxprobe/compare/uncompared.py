@@ -113,12 +113,17 @@ def counted(g: dict) -> str:
     return ", ".join(f"{g[k]} in {k[-1].upper()}" for k in ("in_a", "in_b") if g[k])
 
 
-def nothing_compared(groups: list[dict], limit: int = 4) -> str:
+def nothing_compared(groups: list[dict], limit: int = 4, computed: bool = False) -> str:
     """The verdict's line when nothing was compared: how many were left unmatched (as the report's footer
-    counts them) and not measured, then the causes, counted, with an example each."""
+    counts them) and not measured, then the causes, counted, with an example each. ``computed``: a node of A
+    or B computes a tensor (the selection left them all out)."""
     ua, ub, pairs = (sum(g[k] for g in groups) for k in ("in_a", "in_b", "pairs"))
-    if not (ua or ub or pairs):  # "no tensor of A could be paired (0 unmatched in A, 0 in B)" read as a contradiction (QA)
+    if not (ua or ub or pairs) and not computed:  # "(0 unmatched in A, 0 in B)" read as a contradiction (QA)
         return "nothing was compared: neither model has a tensor to pair (no node of A or B computes one)"
+    if not (ua or ub or pairs):
+        return said(lambda say: "nothing was compared: the selection holds no tensor of A or B to pair (the default is the "
+                    f"models' outputs and their layers; {say.either('Selection(all=True), ops= or names=', '--all, --op or --name')} "
+                    "select others)")
     if not groups or all(g["cause"] in GENERIC for g in groups):
         return said(lambda say: f"nothing was compared: no tensor of A could be paired with one of B ({ua} unmatched in A, {ub} "
                     f"in B, none with a counterpart; {say.either('the result: unmatched_in(side)', '--json')} lists them)")

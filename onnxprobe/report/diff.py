@@ -110,6 +110,9 @@ def verdict_words(d: dict) -> str:
         rows = [p["passed"] for p in d["pairs"] if p["is_output"] and p["passed"] is not None]
         word = "FAIL" if not all(rows) else "pass" if rows else "not compared"
         return " · ".join([f"{verdict_of} {word}"] + beyond)
+    outputs = any(p["is_output"] for p in d["pairs"]) or any(u["is_output"] for u in d["unmatched_a"] + d["unmatched_b"])
+    if d["verdict"] == "fail" and not outputs and not d.get("grad"):  # models that declare no outputs: pairs failed
+        return " · ".join([f"{verdict_of} not compared", "pairs FAIL"] + beyond)
     if d["verdict"] != "error":
         return f"{verdict_of} {({'pass': 'pass', 'fail': 'FAIL'})[d['verdict']]}"
     judged = [p for p in d["pairs"] if p["is_output"] and p["passed"] is not None]
