@@ -96,3 +96,48 @@ def training_note(module) -> list[str]:
              "statistics)" if changed else "")
     return [f"the module was in training mode (train()); it was run in eval mode, as it is exported, and each "
             f"submodule given its own mode back{which}"]
+
+
+class FirstState:
+    """A module's parameters and buffers as the caller handed it over, put back before and after each of
+    onnxprobe's forward passes (``restore``): a forward() that updates its state (a counter buffer ``cnt += 1``,
+    running statistics, a reassigned buffer) would otherwise give each pass another function, the comparison
+    judging torch's 2nd or 4th call and not the one the export was made of, and leave the caller's module
+    changed. One copy of the state is held (a tensor is copied back only where its version counter moved)."""
+
+    def __init__(self, module):
+        torch = require_torch()
+        self.slots = []  # (owner module, "_parameters" | "_buffers", name, the tensor, its version, its values)
+        with torch.no_grad():
+            for owner in module.modules():
+                for kind in ("_parameters", "_buffers"):
+                    for name, t in getattr(owner, kind).items():
+                        if t is not None:
+                            self.slots.append([owner, kind, name, t, t._version, t.detach().clone()])
+        self.paths = {id(m): p for p, m in module.named_modules()}
+
+    def restore(self) -> list[str]:
+        """Put the state back; returns the names ('cnt', 'bn.running_mean') of what the pass had changed."""
+        torch = require_torch()
+        changed = []
+        with torch.no_grad():
+            for slot in self.slots:
+                owner, kind, name, t, version, values = slot
+                moved = getattr(owner, kind).get(name) is not t
+                if moved:  # reassigned (self.cnt = self.cnt + 1): the tensor back
+                    getattr(owner, kind)[name] = t
+                if t._version != version:  # written in place
+                    moved = moved or not torch.equal(t, values)
+                    t.copy_(values)
+                    slot[4] = t._version
+                if moved:
+                    path = self.paths.get(id(owner), "")
+                    changed.append(f"{path}.{name}" if path else name)
+        return changed
+
+
+def state_note(changed: list[str]) -> str:
+    """The note where a forward() changed the module's state (``FirstState.restore``)."""
+    return (f"torch: forward() changes the module's state ({some(changed, form=str)}); each of onnxprobe's passes "
+            "starts from the state the module was handed over in, so torch's side is the module's first call "
+            "from it, and the module is left as it was")

@@ -23,7 +23,7 @@ import numpy as np
 from onnxprobe.errors import ExecutionError, UsageError, first_line, setting_error
 from onnxprobe.runtime.runners.base import Runner
 from onnxprobe.runtime.userfunc import user_code
-from onnxprobe.torch.load import VS_TORCH, eval_mode, require_torch
+from onnxprobe.torch.load import VS_TORCH, FirstState, eval_mode, require_torch, state_note
 
 OUTPUT = "output:"
 PERM = "@"
@@ -108,6 +108,7 @@ class TorchRunner(Runner):
         self.template = template  # the example arguments, None in the tensors' places (api.torch._prepare)
         self.paths = {m: p for p, m in module.named_modules()}
         self._last: tuple[int, Forward] | None = None
+        self.state = FirstState(module)  # every pass from the state the module was handed over in
 
     def describe(self) -> str:
         return f"{self.label} (PyTorch {type(self.module).__name__}, eval mode)"
@@ -170,6 +171,7 @@ class TorchRunner(Runner):
             hooks.append(mod.register_forward_pre_hook(pre))
             hooks.append(mod.register_forward_hook(post))
         try:
+            self.state.restore()
             with eval_mode(self.module), torch.no_grad(), user_code():
                 out = self.module(*self.args(feeds))
         except UsageError:
@@ -179,6 +181,9 @@ class TorchRunner(Runner):
         finally:
             for h in hooks:
                 h.remove()
+            changed = self.state.restore()
+            if changed:
+                self.note(state_note(changed))
         seen.outputs = [to_numpy(t) for t in tensors_of(out)]
         return seen
 
