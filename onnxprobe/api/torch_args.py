@@ -13,8 +13,10 @@ import numpy as np
 from onnxprobe.api.inputs import TorchLike, as_inputs
 from onnxprobe.errors import UsageError, setting_error, settings_error
 from onnxprobe.graph.model import Model, as_model
+from onnxprobe.graph.walk import all_graphs
 from onnxprobe.runtime import feeds as _feeds
 from onnxprobe.runtime.runners import check_usable
+from onnxprobe.text import clean
 from onnxprobe.torch.load import VS_TORCH, load_module, positional, require_torch
 from onnxprobe.torch.runner import to_numpy
 from onnxprobe.types import InputSpec, RunConfig
@@ -96,6 +98,7 @@ def prepare(a, module, example_args, inputs, config):
     place None, where some are not tensors (a float the exporter baked into the graph): torch's forward
     gets those as given, and the feeds in the tensors' places (None when every argument is a tensor)."""
     a_model = as_model(a)
+    _exported_in_eval_mode(a_model)
     inputs = as_inputs(inputs)  # a dict of arrays by input name, as every other function takes it
     # onnxruntime's device (A's runs, the export's): CUDA not usable here is said before the module is built
     check_usable("ort", (config or RunConfig()).device)
@@ -112,3 +115,16 @@ def prepare(a, module, example_args, inputs, config):
     if args is not None and len(fed) < len(args):
         template = [None if k in fed else x for k, x in enumerate(args)]
     return a_model, mod, fs, config or RunConfig(), template
+
+
+def _exported_in_eval_mode(model) -> None:
+    """A UsageError where ``model`` was exported in training mode (a BatchNormalization with training_mode=1:
+    batch statistics, torch.onnx.export(training=TrainingMode.TRAINING)): the module runs in eval mode here, as
+    exports are made, and its running statistics against the batch's gave a false FAIL, said "as it is exported"."""
+    for g in all_graphs(model.proto.graph):
+        for n in g.node:
+            if n.op_type == "BatchNormalization" and any(a.name == "training_mode" and a.i for a in n.attribute):
+                raise setting_error(UsageError, VS_TORCH, f": the model was exported in training mode (BatchNormalization "
+                                    f"{clean(n.name or n.output[0])!r} has training_mode=1: batch statistics); the module "
+                                    "is compared in eval mode, as exports are made: export it in eval mode (module.eval(), "
+                                    "torch.onnx.export(..., training=torch.onnx.TrainingMode.EVAL))")
