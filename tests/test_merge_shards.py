@@ -435,3 +435,30 @@ def test_diff_sums_no_pairs_have_are_refused(tmp_path, edit):
     _edit(shards[1], change)
     err = _refused(*shards)
     assert "d1.json" in err and "malformed 'sums'" in err, err
+
+
+def test_merge_stats_never_writes_over_the_model_the_shards_describe(tmp_path):
+    """`merge-stats --json MODEL` overwrote the model file the shards were made of (`layers --json MODEL` refuses
+    it): the model a report names is an input as the reports are, as the shards named it or from their folder. Run
+    in a process of its own: this one's `layers` runs protect the model already."""
+    model = tmp_path / "m.onnx"
+    shutil.copy(sample_path("cnn"), model)
+    before = model.read_bytes()
+    for k, idx in enumerate(((0, 1), (2,))):
+        _run("layers", model, "--inputs-dir", _folder(tmp_path / f"d{k}", idx), "--json", tmp_path / f"s{k}.json")
+
+    def merge() -> str:
+        r = subprocess.run([sys.executable, "-m", "onnxprobe", "merge-stats", str(tmp_path / "s0.json"),
+                            str(tmp_path / "s1.json"), "--json", str(model)], capture_output=True, text=True,
+                           cwd=str(tmp_path / "d0"), env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+        return r.stderr
+
+    assert "is a model the reports describe; refusing to overwrite it" in merge()
+    assert model.read_bytes() == before
+    # named relative to the reports' folder (written from there), merged from another folder
+    for k in (0, 1):
+        d = json.loads((tmp_path / f"s{k}.json").read_text())
+        d["model"] = "m.onnx"
+        (tmp_path / f"s{k}.json").write_text(json.dumps(d))
+    assert "refusing to overwrite it" in merge() and model.read_bytes() == before

@@ -10,6 +10,7 @@ the shards.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections import Counter
 from functools import reduce
@@ -52,7 +53,21 @@ def read_json_report(path: str | Path) -> dict:
                              f"{say.either('api.report(result) returns', 'written with --json')})")
     d["_path"] = str(p)
     protect(p, "an input report")
+    for model in _described_models(d, p):  # --json never overwrites the models the shards describe either
+        protect(model, "a model the reports describe")
     return d
+
+
+def _described_models(d: dict, report) -> list[str]:
+    """The model files report ``d`` (read from ``report``) names (a layers report's ``model``, a diff report's sides'),
+    as paths from here and, where relative, from the report's folder (it may have been written from there)."""
+    sides = d.get("sides") if isinstance(d.get("sides"), dict) else {}
+    named = [d.get("model")] + [s.get("model") for s in sides.values() if isinstance(s, dict)]
+    out = []
+    for m in named:
+        if isinstance(m, str) and m and "\0" not in m:
+            out += [m] + ([os.path.join(os.path.dirname(str(report)), m)] if not os.path.isabs(m) else [])
+    return [m for m in out if os.path.isfile(m)]
 
 
 # a file descriptor's path: what a shell's process substitution `<(...)` passes, numbered by the shell alone
