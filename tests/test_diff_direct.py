@@ -597,3 +597,21 @@ def test_a_request_reads_its_entry_once(tmp_path, cache, monkeypatch):
     again = _diff(a, b)
     assert not _served(again) and direct_reads() == 3
     assert _served(_diff(a, b)) and direct_reads() == 4  # the entry the normal run wrote anew
+
+
+def test_a_served_diff_keeps_each_notes_command_line_words(tmp_path, cache):
+    """A note said in two wordings (the dynamic-dimension note: 'use --shape x=...' to the command line,
+    'shapes (--shape)' to the API) came back from the cache in the API's words only, which the command line then
+    printed."""
+    from onnxprobe.errors import cli_words
+
+    a, b = str(sample_path("dynamic_batch")), _perturbed("dynamic_batch", tmp_path)
+    first, second = _diff(a, b), _diff(a, b)
+    assert _served(second) and not _served(first)
+    two = [n for n in first.notes if cli_words(n) != str(n)]
+    assert two, first.notes  # else the test proves nothing
+    assert [cli_words(n) for n in second.notes] == [cli_words(n) for n in first.notes]
+    assert [str(n) for n in second.notes] == [str(n) for n in first.notes]
+    for _ in range(2):  # the command line, a first and a served run: its own words both times
+        r = CliRunner().invoke(app, ["diff", a, b])
+        assert "(use --shape" in r.stderr and "shapes (--shape)" not in r.stderr, r.stderr

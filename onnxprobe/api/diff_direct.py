@@ -43,6 +43,7 @@ from onnxprobe.compare.fused_cache import same_pairs
 from onnxprobe.compare.fused_stacks import fits
 from onnxprobe.compare.measure import Measured, criterion_of
 from onnxprobe.compare.sides import Side
+from onnxprobe.errors import cli_words, said
 from onnxprobe.runtime import direct, plan_cache
 from onnxprobe.stats.metrics import IntroducedError, Tolerance
 
@@ -104,6 +105,7 @@ def _remember(t: Ticket, res) -> None:
                           "per_tensor": plan.per_tensor, "matching": res.matching, "selected_b": set(res.selected_b),
                           "selected_a": res.selected_a}),
         "rtols": [float(plan.rtol_of(p)) for p in plan.report], "measured": res.measured, "notes": list(res.notes),
+        "notes_cli": [cli_words(n) for n in res.notes],  # a note said in each reader's words keeps both (errors.said)
         "describe": [res.a.describe(), res.b.describe()], "labels": [str(res.a.label), str(res.b.label)],
         "facts": [res.a.facts(), res.b.facts()],
         "exact": sorted({r.pair.b.name for r in res.results if r.metrics is not None and r.metrics.exact}),
@@ -203,7 +205,8 @@ def _served(t: Ticket, got: Prepared, build, given: Tolerance | None):
     sides = _Sides(lambda: build(feeds), t, meta["files"])
     a, b = (ServedSide(label, text, facts, sides, k)
             for k, (label, text, facts) in enumerate(zip(tp["labels"], tp["describe"], tp["facts"])))
-    res = assembled(plan, a, b, results, scaled, tp["measured"], list(tp["notes"]), len(measured))
+    notes = [said(lambda say, n=n, c=c: c if say.cli else n) for n, c in zip(tp["notes"], tp["notes_cli"])]
+    res = assembled(plan, a, b, results, scaled, tp["measured"], notes, len(measured))
     res.feed = feeds
     plan_cache.touch(t.key)
     return res

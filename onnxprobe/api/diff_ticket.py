@@ -115,7 +115,8 @@ def template_fits(tp: dict) -> bool:
     def pair(x, ok) -> bool:  # one value of each side
         return isinstance(x, list) and len(x) == 2 and all(ok(v) for v in x)
 
-    return (plan_cache.strings(tp.get("notes")) and pair(tp.get("describe"), lambda v: isinstance(v, str))
+    return (plan_cache.strings(tp.get("notes")) and plan_cache.strings(tp.get("notes_cli"))
+            and len(tp["notes_cli"]) == len(tp["notes"]) and pair(tp.get("describe"), lambda v: isinstance(v, str))
             and pair(tp.get("labels"), lambda v: isinstance(v, str))
             and pair(tp.get("facts"), lambda v: v is None or isinstance(v, dict)) and isinstance(tp.get("measured"), str)
             and plan_cache.strings(tp.get("exact")) and plan_cache.strings(tp.get("alike"))
