@@ -351,7 +351,7 @@ def run() -> None:
         gc.set_threshold(*CLI_GC_THRESHOLD)
         app()
     except SystemExit as e:
-        finish(e.code)
+        finish(_SIGNALLED[0] if _SIGNALLED else e.code)
     except KeyboardInterrupt:  # before a command's own handler (cli.errors) takes it: while the app is built
         error("interrupted")
         finish(130)
@@ -385,6 +385,12 @@ def _standard_streams() -> None:
             stream.reconfigure(errors="backslashreplace")
 
 
+# the exit code of the termination signal received, whatever SystemExit reaches ``run``: Ray's wait turns the
+# handler's SystemExit(143) raised inside it into a SystemExit(1) of its own (a SIGTERM of a --ray run read as a
+# failed verdict)
+_SIGNALLED: list[int] = []
+
+
 def _exit_on_termination() -> None:
     """SIGTERM and SIGHUP (a `kill`, a closed terminal, a CI timeout) end the command as an exception does,
     so that what is being written is cleaned up (``fileio.atomic_output``: no hidden OUT.tmp left beside
@@ -392,6 +398,7 @@ def _exit_on_termination() -> None:
     import signal
 
     def terminate(signum, _frame):
+        _SIGNALLED.append(128 + signum)
         raise SystemExit(128 + signum)
 
     for name in ("SIGTERM", "SIGHUP"):

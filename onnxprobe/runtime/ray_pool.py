@@ -257,6 +257,7 @@ def ray_map(factory: Callable, batches: list, options: RayOptions, executor: Exe
     local = options.address is None
     temp = tempfile.mkdtemp(prefix="onnxprobe-ray-") if local else None
     before = _descendants(os.getpid()) if local else set()
+    term = signal.getsignal(signal.SIGTERM)  # ours (cli.main), which Ray replaces
     said = io.StringIO()  # Ray prints "(raylet) ..." lines to sys.stdout from a thread: keep them aside
     outer = sys.stdout
     try:
@@ -269,6 +270,7 @@ def ray_map(factory: Callable, batches: list, options: RayOptions, executor: Exe
                 ray.get([a.__ray_ready__.remote() for a in actors])
             except RayError as e:
                 raise ExecutionError(f"a Ray worker could not start: {first_line(_one_line(e))[:300]}") from None
+            _sigterm_back(term)
             executor.startup_seconds = time.perf_counter() - start
             pending = {actors[k % workers].run.remote(b): (b, k % workers, 1) for k, b in enumerate(batches)}
             while pending:
@@ -337,15 +339,28 @@ def _init(ray, options: RayOptions, temp: str | None) -> int:
             ray.init(address="auto" if options.address == "auto" else address, **quiet)
     except (ConnectionError, RuntimeError, ValueError, ray.exceptions.RayError) as e:  # (its AuthenticationError: a RayError)
         raise ExecutionError(f"Ray did not start: {first_line(e)[:300]}{_auth_hint(options.address)}") from None
+    except SystemExit as e:
+        # a SIGTERM while Ray starts meets Ray's own handler, which exits with the signal's number (15): the exit
+        # code of a terminated run, 128 + it, as ours gives once it is back
+        if e.code == signal.SIGTERM and term is not None and term not in (signal.SIG_DFL, signal.SIG_IGN):
+            raise SystemExit(128 + signal.SIGTERM) from None
+        raise
     finally:
-        # Ray's core worker puts its own SIGTERM handler in place (a crash report, exit 15): ours back, so that
-        # SIGTERM ends a Ray run as any run (temporary files removed, exit 143)
-        if term is not None and signal.getsignal(signal.SIGTERM) is not term:
-            with contextlib.suppress(ValueError):  # (not the main thread: left as it is)
-                signal.signal(signal.SIGTERM, term)
+        _sigterm_back(term)
     if options.workers:
         return options.workers
     return max(int(ray.cluster_resources().get("CPU", 1)), 1)
+
+
+def _sigterm_back(term) -> None:
+    """Our SIGTERM handler ``term`` back in place. Ray's core worker puts its own there, in Python at ``ray.init``
+    (a crash report, exit 15) and in C once its workers run (exit 1, nothing said, where Python's view of the
+    handler still reads ours: the call is made whatever it reads), so that SIGTERM ends a Ray run as any run
+    (temporary files removed, exit 143)."""
+    if term is None:
+        return
+    with contextlib.suppress(ValueError, OSError):  # (not the main thread: left as it is)
+        signal.signal(signal.SIGTERM, term)
 
 
 def _auth_hint(address: str | None) -> str:
