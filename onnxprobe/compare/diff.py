@@ -166,6 +166,10 @@ def prepare(a: Side, b: Side, selection: Selection, tolerance: Tolerance | None,
     in_b = Selection(selection.ops, selection.names, selection.all, None, selection.include_constants) if selection.range else selection
     notes += stored_weights_note([(a.model.proto, selection)] + ([(b.model.proto, in_b)] if b.model is not a.model else []))
     notes += _rules_left_out(per_tensor, report)
+    notes += [f"{label} holds {side.observation.blocked} tensor{'s' if side.observation.blocked != 1 else ''} in onnxruntime's "
+              "blocked NCHWc layout (com.microsoft.nchwc: a model it optimized at --opt-level all and saved), whose values "
+              "are in channel-block order: not compared; compare the model onnxruntime was given, or one saved at "
+              "--opt-level extended" for label, side in (("A", a), ("B", b)) if side.observation.blocked]
     unordered, told = unordered_pairs(a.model.proto, b.model.proto, report)
     return DiffPlan(a, b, tolerance, per_tensor, matching, report, sel_b, by_b, with_cones,
                     introduced and not with_cones and b.runner.replays, why_not is None, max_memory, device_metrics,

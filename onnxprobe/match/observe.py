@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import onnx
 
 from onnxprobe.graph.constants import constants as graph_constants
+from onnxprobe.graph.nchwc import blocked_tensors
 from onnxprobe.graph.shapes import static_shape
 from onnxprobe.graph.summary import not_a_tensor
 from onnxprobe.graph.tensor_data import to_array
@@ -125,6 +126,7 @@ class Observation:
     # int8/uint8 tensors taken for quantized codes of no known scale (a weight's codes moved by a Transpose,
     # Reshape or Gather): nothing dequantizes them, so they are compared on neither side; a diff lists them
     unscaled: list[Observable] = field(default_factory=list)
+    blocked: int = 0  # tensors in onnxruntime's blocked NCHWc layout, hidden (``graph.nchwc``)
 
     @property
     def quantized(self) -> bool:
@@ -149,13 +151,14 @@ class _Found:
     # float tensor -> (QuantizeLinear output, node) observed for it: a later quantization of the same values
     # (one Q/DQ pair per consumer) is compared there
     quantized_as: dict[str, list] = field(default_factory=dict)
+    blocked: set[str] = field(default_factory=set)  # in onnxruntime's blocked NCHWc layout (``graph.nchwc``)
 
 
 def observe(model: onnx.ModelProto, constants: bool = False) -> Observation:
     """The tensors of ``model`` a diff can compare (``Observation``); ``constants``: tensors computed from
     weights alone too (--include-constants), which are otherwise not layers."""
     graph = GraphIndex.of(model)
-    found = _Found()
+    found = _Found(blocked=blocked_tensors(model))
     for site in graph.sites:
         for t in site.node.output:
             if t and (t not in graph.const or t in graph.outputs or constants):
@@ -166,7 +169,7 @@ def observe(model: onnx.ModelProto, constants: bool = False) -> Observation:
 def _observe_output(graph: GraphIndex, found: _Found, site: NodeSite, t: str) -> None:
     """Output ``t`` of ``site`` into ``found``: the first step that claims it observes it (or says in
     ``found.hidden`` why it is not compared directly); one no step claims is compared as the tensor it is."""
-    for step in (_no_numbers, _dynamic_scale, _rescale_chain, _quantized, _float_around_quantization):
+    for step in (_no_numbers, _blocked, _dynamic_scale, _rescale_chain, _quantized, _float_around_quantization):
         if step(graph, found, site, t):
             return
     found.observables.append(_observable(graph, site, t, t, "float"))
@@ -215,6 +218,17 @@ def _no_numbers(graph: GraphIndex, found: _Found, site: NodeSite, t: str) -> boo
     found.no_numbers.append(Observable(key=t, name=t, probe=t, node=site.name, node_named=bool(n.name), op_type=n.op_type,
                                        effective_op=n.op_type, index=site.index, shape=None, kind="float",
                                        is_output=t in graph.outputs))
+    return True
+
+
+def _blocked(graph: GraphIndex, found: _Found, site: NodeSite, t: str) -> bool:
+    """Claims (hides) a tensor in onnxruntime's blocked NCHWc layout (``graph.nchwc``): its elements are in block
+    order, so none pairs with another model's element at the same index."""
+    if t not in found.blocked:
+        return False
+    found.hidden[t] = ("in onnxruntime's blocked NCHWc layout (com.microsoft.nchwc, a model it optimized at --opt-level "
+                       "all and saved): its values are in channel-block order, not NCHW, so no element pairs with "
+                       "another model's; compare the model onnxruntime was given, or one saved at --opt-level extended")
     return True
 
 
@@ -351,7 +365,8 @@ def _observation(graph: GraphIndex, found: _Found) -> Observation:
     obs += branch_observables(graph.every, graph.types, graph.const, graph.every_type, found.hidden, found.no_numbers,
                               obs, graph.producer, inputs, ints, Observable)
     obs.sort(key=lambda o: o.index)
-    return Observation(obs, found.dequantize, found.hidden, found.no_numbers, _weights_quantized(graph), found.unscaled)
+    return Observation(obs, found.dequantize, found.hidden, found.no_numbers, _weights_quantized(graph), found.unscaled,
+                       len(found.blocked & set(found.hidden)))
 
 
 def _sparse_outputs(graph: GraphIndex, found: _Found, made: set[str]) -> None:
