@@ -268,3 +268,19 @@ def test_explained_keeps_the_errors_class_and_attributes():
     assert str(told) == "B (b.onnx): onnxruntime: boom" + fs.hint()
     assert told.cli_message.startswith("B (b.onnx): onnxruntime: boom! (") and "--shape" in told.cli_message
     assert str(e) == "B (b.onnx): onnxruntime: boom"  # the original, the cause of the one raised, as it was
+
+
+def test_a_dimension_declared_0_is_fixed_as_any_other():
+    """An input declared [0, 3] took a [1, 3] array or `--shape X=4x3` unchecked (a dimension was compared only when
+    it was > 0), and onnxruntime's refusal then blamed the model, exit 1; -1, some exporters' 'dynamic', is no size."""
+    from onnxprobe.runtime.feeds import check_shape, model_inputs
+
+    m = make_model([helper.make_node("Relu", ["x"], ["y"])], [helper.make_tensor_value_info("x", TensorProto.FLOAT, [0, 3])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [0, 3])])
+    with pytest.raises(UsageError, match=r"dimension 0 must be 0"):
+        make_feeds(m, arrays={"x": np.ones((1, 3), np.float32)})
+    spec = model_inputs(m)[0]
+    with pytest.raises(UsageError, match=r"dimension 0 is fixed to 0 in the model, got 4"):
+        check_shape(spec, (4, 3), ("shapes", "--shape x"))
+    assert make_feeds(m)["x"].shape == (0, 3)  # its own shape, empty
+    assert make_feeds(m, arrays={"x": np.ones((0, 3), np.float32)})["x"].shape == (0, 3)

@@ -218,7 +218,7 @@ def check_feed_shapes(shapes: dict[str, tuple], models: dict[str, onnx.ModelProt
                 raise UsageError(f"input {clean(s.name)}: shape {list(got)}, but {label} takes rank {len(s.shape)} "
                                  f"({s.describe()})")
             for i, (want, g) in enumerate(zip(s.shape, got)):
-                if isinstance(want, int) and want > 0 and want != g:
+                if isinstance(want, int) and want >= 0 and want != g:
                     raise UsageError(f"input {clean(s.name)}: shape {list(got)}, but {label} fixes dimension {i} to {want}")
 
 

@@ -222,7 +222,7 @@ def check_value(spec: ModelInput, value: np.ndarray, origin: str) -> np.ndarray:
             raise UsageError(f"input {clean(spec.name)} ({clean(origin)}): shape {list(value.shape)} has rank {value.ndim}, "
                              f"the model expects {spec.describe()}")
         for i, (want, got) in enumerate(zip(spec.shape, value.shape)):
-            if isinstance(want, int) and want > 0 and want != got:
+            if isinstance(want, int) and want >= 0 and want != got:  # (0 is fixed too: onnxruntime refuses another)
                 raise UsageError(f"input {clean(spec.name)} ({clean(origin)}): shape {list(value.shape)}, but dimension {i} "
                                  f"must be {want} ({spec.describe()})")
     return value
@@ -288,7 +288,7 @@ def check_shape(spec: ModelInput, shape: tuple[int, ...], what: str | tuple[str,
         raise error_about(UsageError, what, f": {len(shape)} dimension{'s' if len(shape) != 1 else ''} given, the model expects "
                          f"{len(spec.shape)} ({spec.describe()})")
     for i, (want, got) in enumerate(zip(spec.shape or (), shape)):
-        if isinstance(want, int) and want > 0 and want != got:
+        if isinstance(want, int) and want >= 0 and want != got:
             raise error_about(UsageError, what, f": dimension {i} is fixed to {want} in the model, got {got}")
     return shape
 
