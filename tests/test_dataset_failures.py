@@ -152,3 +152,22 @@ def test_relabel_keeps_the_class(tmp_path):
         assert type(relabel(e, "b.npz")) is type(e)
     rule = relabel(NoGradientRule("Foo", "n", "h", ["y"], ["Relu"]), "b.npz")  # a class of its own arguments:
     assert type(rule) is ModelError and str(rule).startswith("b.npz: cannot differentiate")  # its nearest plain base
+
+
+def test_grad_names_every_failing_batch_as_layers_does(tmp_path):
+    """`grad --inputs-dir` made its plan from the first batch: a bad first batch was said alone ("a.npz: not a
+    readable .npz file"), the other bad ones unsaid; layers and diff name each. The plan is made from the first batch
+    that makes one now, the run failing the bad ones, each named; all bad: all of them, as layers says it."""
+    x = np.random.default_rng(0).normal(size=(1, 3, 8, 8)).astype(np.float32)
+    (tmp_path / "a.npz").write_bytes(b"not a zip")
+    np.savez(tmp_path / "b.npz", y=x)  # an input the model lacks
+    np.savez(tmp_path / "c.npz", x=x)  # fine
+    lines = []
+    for cmd in ("grad", "layers"):
+        r = runner.invoke(app, [cmd, str(sample_path("dynamic_batch")), "--inputs-dir", str(tmp_path)])
+        assert r.exit_code == 2 and len(r.stderr.strip().splitlines()) == 1, r.output
+        lines.append(r.stderr)
+        assert "2 of 3 batches failed" in r.stderr and "a.npz: " in r.stderr and "unknown input name 'y'" in r.stderr, r.stderr
+    (tmp_path / "c.npz").unlink()
+    r = runner.invoke(app, ["grad", str(sample_path("dynamic_batch")), "--inputs-dir", str(tmp_path)])
+    assert r.exit_code == 2 and "2 of 2 batches failed" in r.stderr and "b.npz: " in r.stderr, r.output

@@ -222,15 +222,15 @@ def run_batches(factory: Callable[[], BatchWorker], src: Source, merge: Callable
                 got = e
             done(b.index if b is not None else k, label, got)
             if b is None and len(failures) == count[0] >= PIPELINE_GIVES_UP:  # a generator may yield forever
-                raise _failed(failures, count[0], stopped=True)
+                raise failed_batches(failures, count[0], stopped=True)
     if failures:
-        raise _failed(failures, count[0])
+        raise failed_batches(failures, count[0])
     if not count[0]:
         raise UsageError("the dataset has no samples")
     return executor
 
 
-def _failed(failures: list[tuple[int, str, OnnxProbeError]], total: int, stopped: bool = False) -> OnnxProbeError:
+def failed_batches(failures: list[tuple[int, str, OnnxProbeError]], total: int, stopped: bool = False) -> OnnxProbeError:
     """One error for the failed batches: each of the first few with its own reason (batches fail for different
     reasons: a wrong shape in one, an unknown input name in another), the rest counted. ``stopped``: a
     pipeline's first samples all failed, and it was not read further."""

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from onnxprobe.api.datasets import BatchWorker, first_arrays, first_label, model_path, relabel, run_batches, source
+from onnxprobe.api.datasets import (BatchWorker, failed_batches, first_arrays, first_label, model_path, relabel, run_batches,
+                                    source)
 from onnxprobe.api.grad import GradResult, GradRow, body_left_out, constant_output_note, grad_probes, stats_norm, value_norm
 from onnxprobe.api.grad_level import grad_config
 from onnxprobe.api.grad_plan import EXTRA_FIELD, EXTRA_FLAG, GRAD_OPT_LEVEL, EmptyBatch, GradPlan, GradSpec, as_spec, grad_plan
@@ -28,6 +29,7 @@ from onnxprobe.graph.select import Selection
 from onnxprobe.runtime import feeds as _feeds
 from onnxprobe.runtime import plan_cache
 from onnxprobe.runtime.budget import probe_within
+from onnxprobe.runtime.dataset import load_batch
 from onnxprobe.runtime.ray_pool import RayOptions
 from onnxprobe.runtime.runners import check_usable
 from onnxprobe.runtime.runners.ort import OrtRunner
@@ -117,6 +119,37 @@ class GradWorker(BatchWorker):
         return part
 
 
+def _first_plan(model: Model, src, here: "GradWorker") -> GradPlan:
+    """The plan, made for the shapes of the first sample that makes one. A pipeline's first sample, which cannot
+    be read again: its failure is the run's, naming it. A folder's batches are tried in order: the run then fails
+    the bad ones before it with the others, each named (a bad first batch was said alone, ahead of the second);
+    none that makes one: all of them, so named."""
+    def planned(arrays) -> GradPlan:
+        feed = here.feeds(model, arrays).values
+        try:
+            return here.plan(feed)[0]
+        except EmptyBatch:  # skipped by the run; the gradients to take are those of any batch size
+            return here.plan({k: np.zeros([d or 1 for d in np.shape(v)], v.dtype) for k, v in feed.items()})[0]
+
+    if src.batches is None:
+        first = first_arrays(src, here.specs)
+        if first is None:
+            raise UsageError("the dataset has no samples")
+        try:
+            return planned(first)
+        except OnnxProbeError as e:
+            raise relabel(e, first_label(src)) from e
+    if not src.batches:
+        raise UsageError("the dataset has no samples")
+    failures = []
+    for b in src.batches:
+        try:
+            return planned(load_batch(b, here.specs))
+        except OnnxProbeError as e:
+            failures.append((b.index, b.label, relabel(e, b.label)))
+    raise failed_batches(failures, len(src.batches))
+
+
 def grad_dataset(model: Model | str | os.PathLike, inputs: str | os.PathLike | None = None, selection: Selection | None = None,
                  config: RunConfig | None = None, spec: GradSpec | None = None, *, reduce: str = "sum",
                  progress: Progress | None = None, ray: RayOptions | None = None, inputs_from: FeedsFrom | None = None,
@@ -140,17 +173,7 @@ def grad_dataset(model: Model | str | os.PathLike, inputs: str | os.PathLike | N
     plan_cache.enabled(config.cache)  # its settings refused once, not as the first batch's failure (run_batches)
     src = source(model, inputs, inputs_from)
     here = GradWorker(model, selection, config, spec, max_memory=max_memory)
-    first = first_arrays(src, here.specs)  # the plan is made for its shapes
-    if first is None:
-        raise UsageError("the dataset has no samples")
-    try:  # the plan is made from the first sample: a bad one is named, as a later one is
-        feed = here.feeds(model, first).values
-        try:
-            gp = here.plan(feed)[0]
-        except EmptyBatch:  # skipped by the run; the gradients to take are those of any batch size
-            gp = here.plan({k: np.zeros([d or 1 for d in np.shape(v)], v.dtype) for k, v in feed.items()})[0]
-    except OnnxProbeError as e:
-        raise relabel(e, first_label(src)) from e
+    gp = _first_plan(model, src, here)
     factory = GradWorkerFactory(model_path(model), selection, config, spec, threads=1, max_memory=max_memory) if ray else (lambda: here)
     acc = {"loss": [], "weights": {}, "grads": {}, "values": {}, "notes": [], "info": None, "first": None, "count": 0,
            "shapes": {}, "empty": []}
