@@ -1049,3 +1049,20 @@ def test_two_name_columns_that_cannot_share_a_line_each_take_one_and_the_table_s
     assert [ln.split()[0] for ln in rows] == ["0", "1", "2", "3"], lines  # one first line per row
     for r in t.rows:  # each name readable: its last part whole
         assert any(ln.strip().endswith(r.values[3].split("/")[-1]) for ln in lines), lines
+
+
+@pytest.mark.parametrize("width", [60, 70, 80, 100, 120])  # (at 50 each name is whole, wrapped over two lines)
+def test_pairs_whose_a_names_read_alike_are_not_shown_so(width):
+    """diff's 'A ↔ B' cells were kept apart as whole cells only: B's 'val_61' and 'val_77' told the rows apart while
+    A's names both read '/m/…/layer.0/…/MatMul_output_0' (query and value), and diff has no node column."""
+    cols = [Column("index", "#", "right"), Column("name", "tensor", name=True)] + [Column(f"v{k}", f"v{k}", "right") for k in range(5)]
+    t = Table(cols)
+    a = [f"/m/encoder/layer.{i}/attention/self/{w}/MatMul_output_0" for i in range(2) for w in ("query", "key", "value")]
+    a += [f"/m/encoder/layer.{i}/{w}/dense/MatMul_output_0" for i in range(2) for w in ("intermediate", "output")]
+    for k, n in enumerate(a):
+        t.add_row([str(k), f"{n} ↔ val_{60 + 8 * k}"] + ["1.234"] * 5)
+    lines = [ln for ln, _ in t.lines(width)]
+    assert all(len(ln) <= width for ln in lines)
+    shown = [re.search(r"(\S+) ↔ val_\d+", ln).group(1) for ln in lines if " ↔ " in ln]
+    assert len(shown) == len(a)
+    assert len(set(shown)) == len(a), shown  # every A name reads as its own

@@ -93,21 +93,19 @@ def shorten_names(names: list[str], width: int) -> list[str]:
     the same, the first and last of the parts where each differs from the others (past what they all
     start and end with) are kept first; where they still read the same, the middle of the string is cut."""
     short = [shorten_path(n, width) for n in names]
-    for _ in range(2):
-        groups: dict[str, list[int]] = {}
-        for i, s in enumerate(short):
-            groups.setdefault(s, []).append(i)
-        clashes = [ix for ix in groups.values() if len({names[i] for i in ix}) > 1]
+    musts: dict[int, frozenset[int]] = {}  # what a row keeps grows: a part kept to tell it from one name stays when
+    for _ in range(3):  # another clashes (query of layer.0 against value, then against query of layer.1)
+        clashes = _clashes(names, short, lambda s: s) + _clashes(names, short, a_side)
         if not clashes:
             break
-        for ix in clashes:
-            split = [names[i].split("/") for i in ix]
+        for ix, side in clashes:
+            split = [side(names[i]).split("/") for i in ix]
             head = _common([p for p in split])  # the parts all of them start with, and end with
             tail = _common([p[::-1] for p in split])
             for i, parts in zip(ix, split):
                 inner = [k for k in range(head, len(parts) - tail)]  # where this one differs from the others
-                must = frozenset(inner[:1] + inner[-1:]) if inner else frozenset()
-                short[i] = shorten_path(names[i], width, must)
+                musts[i] = musts.get(i, frozenset()) | (frozenset(inner[:1] + inner[-1:]) if inner else frozenset())
+                short[i] = shorten_path(names[i], width, musts[i])
     readers: dict[str, list[int]] = {}
     for i, s in enumerate(short):
         readers.setdefault(s, []).append(i)
@@ -121,6 +119,23 @@ def shorten_names(names: list[str], width: int) -> list[str]:
             for i, c in zip(ix, cut):
                 short[i] = c
     return short
+
+
+def a_side(s: str) -> str | None:
+    """A's name in a pair's 'A ↔ B' (None for a name of one tensor): two rows whose A names read alike read as the
+    same tensor of A, whatever B's say (a diff has no node column to tell them apart)."""
+    return s.split(PAIR_ARROW)[0] if PAIR_ARROW in s else None
+
+
+def _clashes(names: list[str], short: list[str], side) -> list[tuple[list[int], object]]:
+    """The groups of rows whose shortened names read alike by ``side`` (the whole name, or A's in a pair) while
+    their names differ there, each with ``side``."""
+    groups: dict[str, list[int]] = {}
+    for i, s in enumerate(short):
+        key = side(s)
+        if key is not None:
+            groups.setdefault(key, []).append(i)
+    return [(ix, side) for ix in groups.values() if len({side(names[i]) for i in ix}) > 1]
 
 
 def _split_points(group: set[str]) -> dict[str, int]:

@@ -5,14 +5,21 @@ paths shortened by whole parts), and how name columns share the room the other c
 from __future__ import annotations
 
 from onnxprobe.report import cells as cl
-from onnxprobe.report.names import shorten_names, whole_parts
+from onnxprobe.report.names import a_side, shorten_names, whole_parts
 from onnxprobe.report.wrap import GAP
 
 
 def readable(names: list[str], short: list[str]) -> bool:
-    """Shortened names that still tell the rows apart, paths shortened by whole parts that kept their last, and names
-    that are no path (``last_hidden_state``: a last part of their own) whole."""
+    """Shortened names that still tell the rows apart (and A's names of pairs, 'A ↔ B', each other), paths shortened
+    by whole parts that kept their last, and names that are no path (``last_hidden_state``: a last part of their own)
+    whole."""
     if len(set(short)) != len(set(names)):
+        return False
+    told: dict[str, set[str]] = {}  # a pair's 'A ↔ B': A's names told apart too (two rows reading as one tensor of A)
+    for n, sh in zip(names, short):
+        if (a := a_side(n)) is not None:
+            told.setdefault(a_side(sh) or sh, set()).add(a)
+    if any(len(v) > 1 for v in told.values()):
         return False
     for n, sh in zip(names, short):  # cells, escaped already
         parts = n.split("/")
