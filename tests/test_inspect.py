@@ -551,3 +551,33 @@ def test_a_string_tensor_computed_at_load_is_of_unknown_size(tmp_path):
     onnx.save(m, p)
     r = CliRunner().invoke(app, ["inspect", str(p)])
     assert "1 computed from constants at load (0 B; 1 of unknown size)" in r.stdout, r.stdout
+
+
+def test_a_wider_terminal_never_reads_worse_than_80_columns(tmp_path):
+    """Long node names (64 cells, as a legacy BERT export's) were kept whole beside a folding 'inputs → outputs'
+    column squeezed to 30 cells: at 100-120 columns each node took 3-4 lines, names cut mid-word, more lines than at
+    80 (stacked). The folding column gets room where the names can be shortened, or the rows stack."""
+    from onnx import TensorProto, helper
+
+    from conftest import make_model
+
+    nodes, prev = [], "x"
+    for i in range(12):
+        out = f"m.encoder.layer.{i % 2}.attention.output.LayerNorm.weight.copy_{i}"
+        nodes.append(helper.make_node("Relu", [prev], [out], name=f"/m/encoder/layer.{i % 2}/attention/output/LayerNorm/Relu_{i}"))
+        prev = out
+    p = tmp_path / "m.onnx"
+    onnx.save(make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [128])],
+                         [helper.make_tensor_value_info(prev, TensorProto.FLOAT, [128])]), p)
+
+    def lines(width: int) -> list[str]:
+        r = runner.invoke(app, ["inspect", str(p), "--nodes"], env={"COLUMNS": str(width)})
+        assert r.exit_code == 0, r.output
+        return r.stdout[r.stdout.index("inputs → outputs"):].splitlines()
+
+    at80 = len(lines(80))
+    for width in (100, 120, 140):
+        got = lines(width)
+        assert len(got) <= at80, (width, len(got), at80)
+        names = [f"m.encoder.layer.{i % 2}.attention.output.LayerNorm.weight.copy_{i}" for i in range(12)]
+        assert all(any(n in ln for ln in got) for n in names), (width, got)  # no name cut mid-word

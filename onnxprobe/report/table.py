@@ -203,17 +203,32 @@ class Table:
         full = self._full() if self.wide else [r.cells for r in self.rows]
         heads = [c.header for c in cols]
         need = wd.need_of(heads, full)
-        if cols[-1].wrap and not self.wide:  # the folding column takes what the others leave, at least WRAP_MIN
-            need[-1] = min(need[-1], max(WRAP_MIN, width - wd.span(need[:-1]) - GAP))
+        if cols[-1].wrap and not self.wide:  # the folding column takes what the others leave, at least WRAP_MIN and
+            # its longest word (a tensor's name), which the other layouts give it room for (stacked: a line of its own
+            # below): whole node names of 64 cells left it 30 at 120 columns, each row folded over 3-4 lines and
+            # names cut mid-word, worse than at 80
+            longest = max((cl.cells(w) for r in full for w in r[-1].split(" ")), default=0)
+            floor = max(WRAP_MIN, min(longest, width - 4))  # (4: the stacked layout's indent)
+            need[-1] = min(need[-1], max(floor, width - wd.span(need[:-1]) - GAP))
+        names = [i for i, c in enumerate(cols) if c.name]
+        readable: dict[int, int] = {}
+
+        def fewest(one: list) -> list:  # a folding column: the one-line layout, or stacked where that takes fewer lines
+            if not cols[-1].wrap or self.wide:
+                return one
+            readable.update({i: max(wd.readable_width([r[i] for r in full], need[i]), min(need[i], NAME_FLOOR)) for i in names
+                             if i not in readable})
+            stacked = self._stack(full, need, names, readable, [], width)
+            return stacked if stacked is not None and len(stacked) < len(one) else one
+
         if self.wide or wd.span(need) <= width:
             if not self.wide:  # 1. every cell whole, where the width takes it: cells shortened beside
                 # another column (a tensor name without its node's prefix) shown whole too
                 whole = self._whole_beside(full)
                 if whole is not full and wd.span(need_whole := wd.need_of(heads, whole)) <= width:
-                    return self._one_line(whole, need_whole)
-            return self._one_line(full, need)
-        names = [i for i, c in enumerate(cols) if c.name]
-        readable = {i: max(wd.readable_width([r[i] for r in full], need[i]), min(need[i], NAME_FLOOR)) for i in names}
+                    return fewest(self._one_line(whole, need_whole))
+            return fewest(self._one_line(full, need))
+        readable.update({i: max(wd.readable_width([r[i] for r in full], need[i]), min(need[i], NAME_FLOOR)) for i in names})
         fixed = [i for i in range(len(cols)) if i not in names]
         floors = {i: max(readable[i], min(need[i], NAME_MIN)) for i in names}
         # names that, shortened to their floor, take fewer cells (a long part dropped: 'model/…/tail') need
@@ -223,7 +238,7 @@ class Table:
         widths = wd.share(need, names, width - wd.span([need[i] for i in fixed]) - GAP * len(names), floors)
         if widths is not None:
             rows = self._shortened(full, widths, names)
-            return self._one_line(rows, self._used(rows, widths, names))
+            return fewest(self._one_line(rows, self._used(rows, widths, names)))
         for alone in ([], names[1:]):  # 3. stacked: every name on the first line, else each after the first on its own
             stacked = self._stack(full, need, names, readable, alone, width)
             if stacked is not None:
