@@ -462,3 +462,24 @@ def test_merge_stats_never_writes_over_the_model_the_shards_describe(tmp_path):
         d["model"] = "m.onnx"
         (tmp_path / f"s{k}.json").write_text(json.dumps(d))
     assert "refusing to overwrite it" in merge() and model.read_bytes() == before
+
+
+def test_merge_stats_never_writes_over_the_external_data_of_the_model(tmp_path):
+    """The model's weights file (`external_data.onnx.data`) was written over by `merge-stats --json`, which
+    `layers --json` refuses: the external data of a model the reports name is protected as the model is."""
+    for f in ("external_data.onnx", "external_data.onnx.data"):
+        shutil.copy(ROOT / "sample_models" / f, tmp_path / f)
+    model, data = tmp_path / "external_data.onnx", tmp_path / "external_data.onnx.data"
+    before = data.read_bytes()
+    spec = {s.name: s for s in __import__("onnxprobe.api", fromlist=["x"]).model_inputs(str(model))}
+    for k in range(2):
+        folder = tmp_path / f"d{k}"
+        folder.mkdir()
+        rng = np.random.default_rng(k)
+        np.savez(folder / "b.npz", **{n: rng.random([d if isinstance(d, int) and d > 0 else 1 for d in s.shape]).astype(s.dtype)
+                                      for n, s in spec.items()})
+        _run("layers", model, "--inputs-dir", folder, "--json", tmp_path / f"s{k}.json")
+    r = subprocess.run([sys.executable, "-m", "onnxprobe", "merge-stats", str(tmp_path / "s0.json"), str(tmp_path / "s1.json"),
+                        "--json", str(data)], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 2 and "refusing to overwrite it" in r.stderr, r.stderr
+    assert data.read_bytes() == before
