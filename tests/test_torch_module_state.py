@@ -62,3 +62,53 @@ def test_the_module_is_judged_on_its_first_call_and_left_as_it_was(tmp_path, rea
     want = float((x.astype(np.float64) @ m.fc.weight.detach().numpy().T + m.fc.bias.detach().numpy() + 1).sum())
     assert g.grad["loss_b"] == pytest.approx(want, rel=1e-5)
     assert torch.equal(m.cnt, torch.zeros(4)) and m.fc.weight.grad is None  # the caller's module as it was
+
+
+class Variants(torch.nn.Module):
+    """forward() changes its state in other ways: through .data (the version counter does not move), a plain
+    tensor attribute, a Python counter, a buffer registered by forward() itself, a weight clamped in place."""
+
+    def __init__(self, how: str):
+        super().__init__()
+        self.fc = torch.nn.Linear(3, 4)
+        self.register_buffer("cnt", torch.zeros(4))
+        self.plain, self.n, self.how = torch.zeros(4), 0, how
+
+    def forward(self, x):
+        if self.how == "data":
+            self.cnt.data += 1
+            bump = self.cnt
+        elif self.how == "plain":
+            self.plain = self.plain + 1
+            bump = self.plain
+        elif self.how == "int":
+            self.n += 1
+            bump = torch.full((4,), float(self.n))
+        elif self.how == "lazy":
+            if not hasattr(self, "extra"):
+                self.register_buffer("extra", torch.zeros(4))
+            self.extra += 1
+            bump = self.extra
+        else:  # "clamp": the weight clipped in place, then used (the export computes with the clipped weight)
+            self.fc.weight.data.clamp_(-0.1, 0.1)
+            bump = torch.ones(4)
+        return self.fc(x) + bump
+
+
+@pytest.mark.parametrize("how", ["data", "plain", "int", "lazy", "clamp"])
+def test_every_kind_of_state_change_is_judged_on_the_first_call(how):
+    torch.manual_seed(1)
+    m = Variants(how)
+    w0 = m.fc.weight.detach().clone()
+    x = np.random.default_rng(2).normal(size=(2, 3)).astype(np.float32)
+    first = Variants(how)
+    first.load_state_dict(m.state_dict())
+    if how == "clamp":
+        first.fc.weight.data.clamp_(-0.1, 0.1)
+    good = first_call(first)  # + (cnt + 1): the first call's bump, ones
+    cfg, inputs = api.RunConfig(device="cpu", cache=False), api.InputSpec(arrays={"x": x})
+    res = api.diff_torch(good, m, example_args=(torch.from_numpy(x),), config=cfg, inputs=inputs)
+    assert res.verdict()[0] == "pass", (how, res.verdict())
+    assert any("forward() changes the module's state" in n for n in res.notes), res.notes
+    assert torch.equal(m.fc.weight, w0) and torch.equal(m.cnt, torch.zeros(4)) and torch.equal(m.plain, torch.zeros(4))
+    assert m.n == 0 and not hasattr(m, "extra") and "extra" not in dict(m.named_buffers())

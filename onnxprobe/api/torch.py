@@ -158,10 +158,12 @@ def diff_torch(
     res.feed = fs.values  # what the result measured (histograms run these inputs again)
     # a weight named as a parameter with other values fails the export whatever the activations say (a float16
     # export's default criterion passed a 1% change of one layer's weight: QA)
-    pm = _param_map(a_model, mod)  # an LSTM's or GRU's gate block with other values too (torch.rnn)
-    # a Conv's weight with a BatchNorm folded in (the legacy exporter's onnx::Conv_35) that is no fold of the module's
-    # weight now: a contradiction, as diff --grad finds it (the forward said weights_passed true there: QA)
-    find_folds(a_model.proto, mod, {n: to_numpy(p) for n, p in mod.named_parameters()}, pm)
+    # (the weights as the first call left them, which the export computed with: a weight forward() clamps)
+    with tp.side.runner.state.after_first_call():
+        pm = _param_map(a_model, mod)  # an LSTM's or GRU's gate block with other values too (torch.rnn)
+        # a Conv's weight with a BatchNorm folded in (the legacy exporter's onnx::Conv_35) that is no fold of the module's
+        # weight now: a contradiction, as diff --grad finds it (the forward said weights_passed true there: QA)
+        find_folds(a_model.proto, mod, {n: to_numpy(p) for n, p in mod.named_parameters()}, pm)
     # an exporter's copy of a parameter, changed, as COPY[PARAMETER]: the copy that stands for the parameter
     res.other_values = sorted({pm.said(i) for i in pm.contradicts}
                               | {b.name for b in pm.blocks if not b.holds})

@@ -99,41 +99,79 @@ def training_note(module) -> list[str]:
 
 
 class FirstState:
-    """A module's parameters and buffers as the caller handed it over, put back before and after each of
-    onnxprobe's forward passes (``restore``): a forward() that updates its state (a counter buffer ``cnt += 1``,
-    running statistics, a reassigned buffer) would otherwise give each pass another function, the comparison
-    judging torch's 2nd or 4th call and not the one the export was made of, and leave the caller's module
-    changed. One copy of the state is held (a tensor is copied back only where its version counter moved)."""
+    """A module's state as the caller handed it over, put back before and after each of onnxprobe's forward
+    passes (``restore``): its parameters and buffers (written in place, through ``.data`` too, or reassigned; one
+    registered by forward() itself is removed again) and its plain attributes that are numbers or tensors (a Python
+    counter, ``self.t = self.t + 1``). A forward() that updates its state would otherwise give each pass another
+    function, the comparison judging torch's 2nd or 4th call and not the one the export was made of, and leave the
+    caller's module changed. One copy of the state is held."""
 
     def __init__(self, module):
         torch = require_torch()
-        self.slots = []  # (owner module, "_parameters" | "_buffers", name, the tensor, its version, its values)
+        self.torch = torch
+        self.slots = []  # [owner module, "_parameters" | "_buffers" | "__dict__", name, the object, its values]
+        self.registered = []  # (owner, kind, the names it had)
         with torch.no_grad():
             for owner in module.modules():
                 for kind in ("_parameters", "_buffers"):
-                    for name, t in getattr(owner, kind).items():
-                        if t is not None:
-                            self.slots.append([owner, kind, name, t, t._version, t.detach().clone()])
+                    held = getattr(owner, kind)
+                    self.registered.append((owner, kind, set(held)))
+                    self.slots += [[owner, kind, n, t, t.detach().clone()] for n, t in held.items() if t is not None]
+                for n, v in vars(owner).items():  # plain attributes: numbers and tensors (not 'training': eval_mode's;
+                    # not a tensor subclass: an export leaves FakeTensors behind in what forward() assigned, which
+                    # compare with nothing)
+                    tensor = type(v) is torch.Tensor and not v.is_meta
+                    if n != "training" and not n.startswith("_") and (tensor or type(v) in (bool, int, float)):
+                        self.slots.append([owner, "__dict__", n, v, v.detach().clone() if tensor else v])
         self.paths = {id(m): p for p, m in module.named_modules()}
+        self.after_first: dict[int, object] | None = None  # the parameters and buffers the first pass changed, as it left them
+
+    @contextlib.contextmanager
+    def after_first_call(self):
+        """The module, for the block, with its parameters and buffers as its first call left them (a weight forward()
+        clamps: the values the export computed with, which the weight checks compare), then as handed over again."""
+        torch = self.torch
+        with torch.no_grad():
+            for owner, kind, name, obj, _ in self.slots:
+                if self.after_first and id(obj) in self.after_first:
+                    obj.copy_(self.after_first[id(obj)])
+        try:
+            yield
+        finally:
+            self.restore()
 
     def restore(self) -> list[str]:
         """Put the state back; returns the names ('cnt', 'bn.running_mean') of what the pass had changed."""
-        torch = require_torch()
+        torch = self.torch
         changed = []
+
+        def said(owner, name):
+            path = self.paths.get(id(owner), "")
+            changed.append(f"{path}.{name}" if path else name)
+
+        first: dict[int, object] = {}
         with torch.no_grad():
-            for slot in self.slots:
-                owner, kind, name, t, version, values = slot
-                moved = getattr(owner, kind).get(name) is not t
-                if moved:  # reassigned (self.cnt = self.cnt + 1): the tensor back
-                    getattr(owner, kind)[name] = t
-                if t._version != version:  # written in place
-                    moved = moved or not torch.equal(t, values)
-                    t.copy_(values)
-                    slot[4] = t._version
+            for owner, kind, names in self.registered:  # what forward() registered: gone again
+                held = getattr(owner, kind)
+                for n in [n for n in held if n not in names]:
+                    del held[n]
+                    said(owner, n)
+            for owner, kind, name, obj, values in self.slots:
+                held = getattr(owner, kind) if kind != "__dict__" else vars(owner)
+                moved = held.get(name) is not obj
+                if moved:  # reassigned (self.cnt = self.cnt + 1): the object back
+                    held[name] = obj
+                if isinstance(obj, torch.Tensor) and not (obj.shape == values.shape and torch.equal(obj, values)):
+                    if kind != "__dict__" and self.after_first is None and obj.shape == values.shape:
+                        first[id(obj)] = obj.detach().clone()
+                    obj.data = values.clone() if obj.shape != values.shape else obj.data  # (resized through .data)
+                    obj.copy_(values)  # written in place, .data or a numpy view of it too
+                    moved = True
                 if moved:
-                    path = self.paths.get(id(owner), "")
-                    changed.append(f"{path}.{name}" if path else name)
-        return changed
+                    said(owner, name)
+        if changed and self.after_first is None:
+            self.after_first = first
+        return list(dict.fromkeys(changed))
 
 
 def state_note(changed: list[str]) -> str:
