@@ -123,8 +123,11 @@ def _exported_in_eval_mode(model) -> None:
     exports are made, and its running statistics against the batch's gave a false FAIL, said "as it is exported"."""
     for g in all_graphs(model.proto.graph):
         for n in g.node:
-            if n.op_type == "BatchNormalization" and any(a.name == "training_mode" and a.i for a in n.attribute):
+            # training_mode=1 (opset 14 on); before it, a training BatchNormalization writes its running statistics
+            # as outputs too (5 of them at opset 9-13): either is batch statistics
+            if n.op_type == "BatchNormalization" and (any(a.name == "training_mode" and a.i for a in n.attribute)
+                                                      or sum(1 for o in n.output if o) > 1):
                 raise setting_error(UsageError, VS_TORCH, f": the model was exported in training mode (BatchNormalization "
-                                    f"{clean(n.name or n.output[0])!r} has training_mode=1: batch statistics); the module "
+                                    f"{clean(n.name or n.output[0])!r} computes batch statistics); the module "
                                     "is compared in eval mode, as exports are made: export it in eval mode (module.eval(), "
                                     "torch.onnx.export(..., training=torch.onnx.TrainingMode.EVAL))")
