@@ -193,3 +193,14 @@ def test_where_count_0_finds_a_tensor_that_ran_empty_never_one_that_did_not_run(
                      inputs=api.InputSpec(arrays={"x": np.array([3, -1], np.float32), "c": np.array(cond)}))
     hit = api.where(res, "count==0")
     assert (hit[0].name if hit else None) == ("t_empty" if cond else None)
+
+
+def test_where_next_goes_on_after_the_tensor_found_not_after_its_readers_node():
+    """A hit on a graph input moves the cursor to its reader; `where --next` searched after that node and skipped
+    its outputs (cnn: conv1_out, absmax 1.65, after `image`)."""
+    from conftest import sample_path
+
+    out = debug(sample_path("cnn"), ["where absmax>0", "where absmax>0 --next", "where absmax>0 --next"])
+    hits = [ln.split(":")[1].split("(")[0].strip() for ln in out.splitlines() if ln.startswith("first tensor")]
+    assert hits == ["image", "conv1_out", "bn1_out"], out
+    assert "first tensor after image where" in out

@@ -291,20 +291,20 @@ class State(Feeding):
         return n
 
     # -- where ---------------------------------------------------------------------------------------
-    def where_domain(self, t: Target, *, weights: bool = False, after: int | None = None) -> list[str]:
+    def where_domain(self, t: Target, *, weights: bool = False, after: int | None = None, since: int | None = None) -> list[str]:
         names = t.index.order if weights else [n for n in t.index.order if n not in t.index.constants]
         if after is not None:
             names = [n for n in names if t.index.refs[n].index > after]
+        if since is not None:
+            names = [n for n in names if t.index.position[n] > since]
         return names
 
-    def where(self, t: Target, condition, *, after: int | None = None, weights: bool = False):
-        """The first tensor in topological order (after node index ``after``, when given) whose statistics
-        satisfy ``condition``; None when there is none. Searches graph inputs and activations, and weights
-        (initializers, Constant outputs and what is computed from them alone) when ``weights``. Computes
-        the statistics of every tensor searched."""
-        names = self.where_domain(t, weights=weights)
-        if after is not None:
-            names = [n for n in names if t.index.refs[n].index > after]
+    def where(self, t: Target, condition, *, after: int | None = None, weights: bool = False, since: int | None = None):
+        """The first tensor in topological order (after node index ``after``, or after the tensor at position
+        ``since``, when given) whose statistics satisfy ``condition``; None when there is none. Searches graph
+        inputs and activations, and weights (initializers, Constant outputs and what is computed from them alone)
+        when ``weights``. Computes the statistics of every tensor searched."""
+        names = self.where_domain(t, weights=weights, after=after, since=since)
         self.ensure_stats(t, names, what=f"statistics of {len(names)} tensors")
         return api.where(self.stats_rows(t, names), condition, shapes=t.results.shapes)
 

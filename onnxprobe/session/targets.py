@@ -80,6 +80,9 @@ class Target:
     # the backward model that runs, where ``model`` is only its view in the model's own numbering (a copy
     # converted to a newer opset: GradPlan.numbered_as); None when ``model`` runs itself
     runs: api.Model | None = None
+    # (the cursor a `where` hit left, the hit's position in topological order): `where --next` from there goes on
+    # after that tensor, not after the node the cursor went to (a graph input's reader, whose outputs come later)
+    where_hit: tuple[int | None, int] | None = None
 
     @property
     def name(self) -> str:

@@ -22,7 +22,7 @@ from onnxprobe.session.commands.table import (Env, bad, command, completing, no_
 def cmd_where(env: Env, args: list[str]):
     """STAT: absmax, min, max, mean, std, abs_mean, zero_fraction, nan, inf, count; OP: < <= > >= == !=.
     Examples: `where nan`, `where absmax>1e4`, `where std<1e-6`. The cursor moves to the producing node
-    (a graph input's or weight's first reader that ran; then `back` walks upstream); `where COND --next` searches after the cursor. The search covers the
+    (a graph input's or weight's first reader that ran; then `back` walks upstream); `where COND --next` searches after the cursor (after the tensor the last `where` found, while the cursor is where it left it). The search covers the
     graph inputs and every activation; --weights adds initializers, Constant outputs and what is
     computed from them alone. Statistics of every tensor are computed once per inputs/device."""
     t = target_of(env, args, env.state.current)
@@ -33,11 +33,14 @@ def cmd_where(env: Env, args: list[str]):
     text = " ".join(args)
     cond = api.parse_condition(text)
     after = t.cursor if nxt and t.cursor is not None else None
-    hit = env.state.where(t, cond, after=after, weights=weights)
+    since = None
+    if after is not None and t.where_hit is not None and t.where_hit[0] == t.cursor:  # where the last hit left it:
+        after, since = None, t.where_hit[1]  # on after that tensor (a graph input's reader's outputs come later)
+    hit = env.state.where(t, cond, after=after, weights=weights, since=since)
     label = tag(env, t)
-    scope = f" after node #{after}" if after is not None else ""
+    scope = f" after node #{after}" if after is not None else f" after {safe(t.index.order[since])}" if since is not None else ""
     if hit is None:
-        n = len(env.state.where_domain(t, weights=weights, after=after))
+        n = len(env.state.where_domain(t, weights=weights, after=after, since=since))
         extra = "" if weights else "; --weights searches the weights too"
         return f"{label}no tensor{scope} where {cond.text} ({plural(n, 'tensor')} searched{extra})"
     ref, stats = hit
@@ -66,6 +69,7 @@ def cmd_where(env: Env, args: list[str]):
         env.state.goto(t, site)
         env.state.ensure_walk_window(t, site)
         out += node_view(env, t, site)
+    t.where_hit = (t.cursor, pos)
     return out
 
 
