@@ -46,3 +46,20 @@ def test_both_models_see_the_values_diff_compares(tmp_path, half_first):
     # the float32 model's activation is that of the values compared (onnx.reference, float32)
     h_ref = ReferenceEvaluator(m32).run(["h"], {"x": x16})[0]
     np.testing.assert_allclose(h32, h_ref, rtol=1e-6, atol=1e-6)
+
+
+def test_inputs_given_in_a_s_float_type_reach_b_rounded(tmp_path):
+    """`debug full.onnx half.onnx --inputs x32.npz`: the float32 arrays, A's own type, were handed to B as they were
+    and refused ("dtype float32, the model expects float16"); B takes A's values, rounded as diff feeds them."""
+    half, full = tmp_path / "half.onnx", tmp_path / "full.onnx"
+    onnx.save(mlp(TensorProto.FLOAT16), half)
+    onnx.save(mlp(TensorProto.FLOAT), full)
+    x = np.random.default_rng(3).random((3, 8)).astype(np.float32)
+    np.savez(tmp_path / "x32.npz", x=x)
+    script = [f"save x {tmp_path / 'xa.npy'}", f"save x {tmp_path / 'xb.npy'} --model b"]
+    r = runner.invoke(app, ["debug", str(full), str(half), "--inputs", str(tmp_path / "x32.npz"), "--script", "-"],
+                      input="\n".join(script) + "\n", env=ENV)
+    assert r.exit_code == 0, r.output
+    xa, xb = np.load(tmp_path / "xa.npy"), np.load(tmp_path / "xb.npy")
+    assert xa.dtype == np.float32 and xb.dtype == np.float16
+    assert np.array_equal(xa, x.astype(np.float16).astype(np.float32)) and np.array_equal(xb.astype(np.float32), xa)

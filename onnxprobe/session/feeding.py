@@ -77,7 +77,11 @@ class Feeding:
         if t.label != "a":
             a_feed = self.feed(self.a)[0]
             for s in self.specs(t):
-                if s.name in a_feed and s.name not in arrays:
+                given = arrays.get(s.name)
+                # arrays given in A's float type (--inputs of a float32 model A, B its float16 copy): A's values
+                other_float = (isinstance(given, np.ndarray) and given.dtype.kind == "f" and s.kind == "tensor_type"
+                               and s.dtype.kind == "f" and given.dtype != s.dtype)
+                if s.name in a_feed and (s.name not in arrays or other_float):
                     value = a_feed[s.name]
                     if s.kind == "tensor_type" and isinstance(value, np.ndarray) and value.dtype.kind == "f" and s.dtype.kind == "f":
                         value = value.astype(s.dtype)  # another float type: A's values, which both types hold (feed)
