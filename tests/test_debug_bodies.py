@@ -204,3 +204,19 @@ def test_where_next_goes_on_after_the_tensor_found_not_after_its_readers_node():
     hits = [ln.split(":")[1].split("(")[0].strip() for ln in out.splitlines() if ln.startswith("first tensor")]
     assert hits == ["image", "conv1_out", "bn1_out"], out
     assert "first tensor after image where" in out
+
+
+def test_nodes_takes_an_op_type_qualified_by_its_domain(tmp_path):
+    """`nodes op:com.microsoft.FusedConv` found nothing (exit 1) though `inspect` writes op types so and every
+    selection (`probe add`, `stats --op`, `layers --op`) takes them."""
+    x = vi("x", F, [1, 2, 4, 4])
+    w = helper.make_tensor("w", F, [2, 2, 1, 1], [1.0, 0.0, 0.0, 1.0])
+    nodes = [helper.make_node("FusedConv", ["x", "w"], ["c"], name="fc", domain="com.microsoft", activation="Relu"),
+             helper.make_node("Relu", ["c"], ["y"], name="r")]
+    m = make_model(nodes, [x], [vi("y", F, [1, 2, 4, 4])], [w])
+    m.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    p = tmp_path / "fused.onnx"
+    onnx.save(m, p)
+    for line in ("nodes op:com.microsoft.FusedConv", "nodes --op com.microsoft.FusedConv", "nodes op:com.microsoft.Fused*"):
+        out = debug(p, [line])
+        assert " fc " in out and "FusedConv" in out and " r " not in out, (line, out)

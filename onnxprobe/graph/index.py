@@ -236,12 +236,17 @@ class GraphIndex:
 
     def find_nodes(self, pattern: str | None = None) -> list:
         """Nodes whose display name matches a glob, or ``op:TYPE`` (glob too; ``op:Conv,Relu``: either, as
-        an op type holds no comma) for op types."""
+        an op type holds no comma) for op types, by their name or qualified by their domain as ``inspect`` writes
+        them and selections take them (``com.microsoft.BiasGelu``)."""
         if not pattern:
             return list(self.sites)
         if pattern.startswith("op:"):
             ps = pattern[3:].split(",")
-            return [s for s in self.sites if any(matches(s.node.op_type, p) for p in ps)]
+
+            def names(n) -> tuple[str, ...]:
+                return (n.op_type,) + ((f"{n.domain}.{n.op_type}",) if n.domain not in ("", "ai.onnx") else ())
+
+            return [s for s in self.sites if any(matches(o, p) for p in ps for o in names(s.node))]
         return [s for s in self.sites if matches(s.name, pattern) or s.scope and matches(s.path, pattern)]
 
     def value(self, name: str, feed: dict[str, np.ndarray] | None = None) -> np.ndarray | None:
