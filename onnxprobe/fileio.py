@@ -243,6 +243,12 @@ def output_target(path: str | os.PathLike, about: str | None = None) -> Path:
     not_a_folder(path)
     target = Path(checked_path(path))
     if not target.is_symlink():
+        try:  # the file the shell redirected stdout or stderr to, named as itself (`--json out.txt > out.txt`)
+            st = target.stat()
+        except (OSError, ValueError):
+            return target
+        if stat.S_ISREG(st.st_mode):
+            _not_a_stream(st, path, target, about)
         return target
     try:
         st = target.stat()  # through the link: /proc/self/fd/N leads to pipes and terminals realpath cannot name
@@ -263,6 +269,13 @@ def output_target(path: str | os.PathLike, about: str | None = None) -> Path:
         return real
     if not stat.S_ISREG(st.st_mode):
         return target  # a device or a pipe: written in place (``atomic_output``)
+    _not_a_stream(st, path, target, about)
+    return Path(os.path.realpath(target))
+
+
+def _not_a_stream(st: os.stat_result, path, target: Path, about: str | None) -> None:
+    """A UsageError where the regular file ``st`` is this process's standard output or error (a shell's redirect):
+    replacing it lost what the stream wrote there (a CSV on stdout, beside --json of the same file, exit 0)."""
     for fd, name in ((1, "standard output"), (2, "standard error")):
         if is_stream(st, fd):
             from onnxprobe.errors import UsageError
@@ -272,7 +285,6 @@ def output_target(path: str | os.PathLike, about: str | None = None) -> Path:
             raise UsageError(f"{about or clean(str(path))}: is this command's {name}, redirected to the file "
                              f"{clean(os.path.realpath(target))}; writing it as a file would clobber what the stream "
                              "holds: give another file" + (" (or --json - for JSON on stdout)" if json_flag else ""))
-    return Path(os.path.realpath(target))
 
 
 @contextmanager

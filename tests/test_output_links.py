@@ -70,3 +70,19 @@ def test_a_link_to_stdout_on_a_pipe_writes_into_the_pipe(tmp_path):
     r = _cli(["layers", CNN, "--json", str(link), "--format", "csv"], subprocess.PIPE)
     assert r.returncode == 0, r.stderr
     assert '"tensors"' in r.stdout and _is_link(link)
+
+
+def test_the_file_stdout_or_stderr_is_redirected_to_is_refused_by_its_own_name(tmp_path):
+    """`layers M --format csv --json same.txt > same.txt`: the JSON replaced the file the CSV was being written to
+    (the CSV lost, exit 0), where the same file named through /dev/stdout is refused; so it is by its own name now,
+    and stderr's file too (its note lost)."""
+    same = tmp_path / "same.txt"
+    with open(same, "w") as out:
+        r = _cli(["layers", CNN, "--format", "csv", "--json", str(same)], out)
+    assert r.returncode == 2 and "is this command's standard output" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    err = tmp_path / "err.txt"
+    with open(err, "w") as e:
+        r = subprocess.run([sys.executable, "-m", "onnxprobe", "layers", CNN, "--json", str(err)], stdout=subprocess.PIPE,
+                           stderr=e, text=True, env={**os.environ, "COLUMNS": "100"}, timeout=300)
+    assert r.returncode == 2 and "is this command's standard error" in err.read_text()
