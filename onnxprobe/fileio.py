@@ -11,7 +11,7 @@ import errno
 import os
 import stat
 import tempfile
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterator
 
@@ -287,6 +287,15 @@ def _not_a_stream(st: os.stat_result, path, target: Path, about: str | None) -> 
                              "holds: give another file" + (" (or --json - for JSON on stdout)" if json_flag else ""))
 
 
+def replace_keeping_mode(tmp: str | os.PathLike, target: str | os.PathLike) -> None:
+    """``os.replace(tmp, target)``, the file it replaces keeping its permissions (a report locked to 0600 became
+    0644, the umask's, when written again)."""
+    if os.path.exists(target):
+        with suppress(OSError):
+            os.chmod(tmp, stat.S_IMODE(os.stat(target).st_mode))
+    os.replace(tmp, target)
+
+
 @contextmanager
 def atomic_output(path: str | os.PathLike, suffix: str = ".tmp") -> Iterator[Path]:
     """Yields the path to write; on success it becomes ``path``'s target (``output_target``: a link is
@@ -299,7 +308,7 @@ def atomic_output(path: str | os.PathLike, suffix: str = ".tmp") -> Iterator[Pat
     tmp = temp_beside(target, suffix)
     try:
         yield tmp
-        os.replace(tmp, target)
+        replace_keeping_mode(tmp, target)
     except BaseException:
         if tmp.exists():
             tmp.unlink()

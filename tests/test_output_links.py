@@ -86,3 +86,20 @@ def test_the_file_stdout_or_stderr_is_redirected_to_is_refused_by_its_own_name(t
         r = subprocess.run([sys.executable, "-m", "onnxprobe", "layers", CNN, "--json", str(err)], stdout=subprocess.PIPE,
                            stderr=e, text=True, env={**os.environ, "COLUMNS": "100"}, timeout=300)
     assert r.returncode == 2 and "is this command's standard error" in err.read_text()
+
+
+def test_a_file_written_again_keeps_its_permissions(tmp_path):
+    """The temporary-and-rename write gave a report locked to 0600 the umask's 0644; a model written by mark too."""
+    import stat
+
+    out, model = tmp_path / "r.json", tmp_path / "m.onnx"
+    out.write_text("{}")
+    model.write_bytes(b"old")
+    os.chmod(out, 0o600)
+    os.chmod(model, 0o640)
+    r = runner.invoke(app, ["layers", CNN, "--json", str(out)])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(app, ["mark", CNN, "-o", str(model), "--all"])
+    assert r.exit_code == 0, r.output
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600 and json.loads(out.read_text())["tensors"]
+    assert stat.S_IMODE(model.stat().st_mode) == 0o640 and onnx.load(str(model)).graph.node

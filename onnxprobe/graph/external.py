@@ -31,7 +31,7 @@ from onnx.external_data_helper import load_external_data_for_tensor
 
 from onnxprobe.errors import ModelError, OutputRefused, WriteFailed, first_line
 from onnxprobe.text import as_word
-from onnxprobe.fileio import input_kind, temp_beside
+from onnxprobe.fileio import input_kind, replace_keeping_mode, temp_beside
 from onnxprobe.graph.builder import single_initializers
 from onnxprobe.graph.extents import (ExtentProblem, all_tensors, extent_problems, is_external, location, source, sparse_tensors,
                                      tensor_nbytes)
@@ -215,8 +215,8 @@ def write_model(
         if external:
             _setlocation(tensors, data_name)
             _save_header(m, tmp_model)
-            os.replace(tmp_data, data_path)
-        os.replace(tmp_model, o)
+            replace_keeping_mode(tmp_data, data_path)
+        replace_keeping_mode(tmp_model, o)
         size = o.stat().st_size + (data_path.stat().st_size if data_path else 0)
         return Written(o, data_path, size)
     except OSError as e:  # a read-only folder, a full disk...
