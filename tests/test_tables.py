@@ -1066,3 +1066,17 @@ def test_pairs_whose_a_names_read_alike_are_not_shown_so(width):
     shown = [re.search(r"(\S+) ↔ val_\d+", ln).group(1) for ln in lines if " ↔ " in ln]
     assert len(shown) == len(a)
     assert len(set(shown)) == len(a), shown  # every A name reads as its own
+
+
+def test_the_data_columns_readme_names_can_be_chosen(tmp_path):
+    """grad --check's check_ok and unjudged, and diff's unjudged, ride along in CSV and JSON rows and can be named in
+    --columns, as README says: the up-front check refused them ("no column 'check_ok'")."""
+    m = str(sample_path("mlp"))
+    r = runner.invoke(app, ["grad", m, "--check", "--columns", "tensor,check,check_ok,unjudged", "--format", "csv"])
+    assert r.exit_code == 0, r.output
+    rows = list(csv.DictReader(io.StringIO(r.stdout)))
+    assert rows and list(rows[0]) == ["tensor", "check", "check_ok", "unjudged"] and all(x["check_ok"] == "true" for x in rows)
+    r = runner.invoke(app, ["grad", m, "--columns", "tensor,check_ok"])
+    assert r.exit_code == 2 and "comes only with --check" in r.output, r.output
+    r = runner.invoke(app, ["diff", m, m, "--columns", "tensor,unjudged", "--format", "csv"])
+    assert r.exit_code == 0 and r.stdout.splitlines()[0] == "tensor,unjudged", r.output

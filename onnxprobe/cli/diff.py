@@ -142,6 +142,7 @@ def diff(
     from onnxprobe.report.columns import DIFF_JUDGED_COLUMNS as JUDGED_COLUMNS
     from onnxprobe.report.columns import DIFF_PROBLEM as PROBLEM
     from onnxprobe.report.columns import DIFF_PROFILE_COLUMNS as PROFILE_COLUMNS
+    from onnxprobe.report.columns import UNJUDGED
     from onnxprobe.report.io import in_cli_words
     from onnxprobe.report.progress import Progress
     from onnxprobe.text import as_word
@@ -149,7 +150,7 @@ def diff(
     absent = {} if profile else {c.key: "comes only with --profile" for c in PROFILE_COLUMNS}
     if grad:  # gradients have no introduced error
         absent["introduced_sqnr_db"] = "is not one of gradients (--grad has no introduced error)"
-    view = view_of(wide, columns, fmt, COLUMNS + list(JUDGED_COLUMNS.values()) + PROFILE_COLUMNS + [PROBLEM], json_, absent)
+    view = view_of(wide, columns, fmt, COLUMNS + list(JUDGED_COLUMNS.values()) + PROFILE_COLUMNS + [PROBLEM, UNJUDGED], json_, absent)
     if sort not in api.SORTS:
         raise UsageError(f"--sort {as_word(sort)}: choose {', '.join(api.SORTS)}")
     if grad and sort == "introduced":

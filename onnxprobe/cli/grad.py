@@ -90,11 +90,12 @@ def grad(
     """
     from onnxprobe import api
     from onnxprobe.errors import UsageError, cli_words
-    from onnxprobe.report.grad import CHECK, COLUMNS, export_summary, grad_dict, grad_renderables
+    from onnxprobe.report.grad import CHECK, CHECK_OK, COLUMNS, UNJUDGED, export_summary, grad_dict, grad_renderables
     from onnxprobe.text import as_word
     from onnxprobe.report.progress import Progress
 
-    view = view_of(wide, columns, fmt, COLUMNS + [CHECK], json_, {} if check else {CHECK.key: "comes only with --check"})
+    view = view_of(wide, columns, fmt, COLUMNS + [CHECK, CHECK_OK, UNJUDGED], json_,
+                   {} if check else {c.key: "comes only with --check" for c in (CHECK, CHECK_OK, UNJUDGED)})
     spec = grad_spec_of(output, loss, target, labels, output_grad, wrt)
     selection = selection_of(op, name, all_, range_, include_constants)
     config = api.ort_config(api.RunConfig(device=device, opt_level=opt_level, cache=not no_cache),

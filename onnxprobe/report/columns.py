@@ -32,6 +32,8 @@ DIFF_PROFILE_COLUMNS = [Column("kernel_ms_a", "A ms", "right"), Column("kernel_m
 # CSV and JSON rows only (``Table.data``), last: why a pair was not compared (an empty tensor, shapes that
 # differ at run time, an If branch not run), which the table's "n/a" and notes say; blank when compared
 DIFF_PROBLEM = Column("problem", "problem")
+# and why a pair was measured but not judged (gradients that are rounding noise); blank where judged
+UNJUDGED = Column("unjudged", "unjudged")
 # the metrics a criterion can judge that the columns above do not show: shown when a pair is judged by one
 DIFF_JUDGED_COLUMNS = {"mean_abs": Column("mean_abs", "mean|a-b|", "right"), "rmse": Column("rmse", "RMSE", "right"),
                        "max_rel": Column("max_rel", "max rel", "right")}

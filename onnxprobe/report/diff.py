@@ -9,7 +9,7 @@ from rich.text import Text
 from onnxprobe import __version__
 from onnxprobe.errors import report_voice
 from onnxprobe.report.cells import cells, ljust
-from onnxprobe.report.columns import DIFF_COLUMNS, DIFF_JUDGED_COLUMNS, DIFF_PROBLEM, DIFF_PROFILE_COLUMNS
+from onnxprobe.report.columns import DIFF_COLUMNS, DIFF_JUDGED_COLUMNS, DIFF_PROBLEM, DIFF_PROFILE_COLUMNS, UNJUDGED
 from onnxprobe.report.console import phrased
 from onnxprobe.report.format import NONFINITE_UNALIKE, finite as finite_number, json_float, json_word, num, num_or_word, op, safe, shape, shorten
 from onnxprobe.report.table import Table
@@ -203,7 +203,7 @@ def diff_table(d: dict, asked: tuple[str, ...] = ()) -> Table:
     cols[at:at] = judged  # beside the verdict they decide
     if any("kernel_ms_a" in p for p in d["pairs"]):
         cols += PROFILE_COLUMNS
-    t = Table(cols, data=(PROBLEM.key, "unjudged"))
+    t = Table(cols, data=(PROBLEM.key, UNJUDGED.key))
     first_row = first_failing_row(d)
     for k, p in enumerate(d["pairs"]):
         name = pair_label(p)

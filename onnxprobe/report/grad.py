@@ -11,6 +11,7 @@ from rich.text import Text
 from onnxprobe import __version__
 from onnxprobe.report.console import phrased
 from onnxprobe.report.format import json_float, json_shape, json_word, num, num_or_word, op, safe, shape
+from onnxprobe.report.columns import UNJUDGED
 from onnxprobe.report.table import Column, Table
 from onnxprobe.text import clean, duration, some
 
@@ -76,6 +77,8 @@ COLUMNS = [
     Column("nan", "NaN", "right"), Column("inf", "Inf", "right"),
 ]
 CHECK = Column("check", "check", "right")
+# data of a checked run's rows (CSV, JSON), columns where --columns names them
+CHECK_OK = Column("check_ok", "check_ok")  # with UNJUDGED (report.columns): a checked run's data columns
 
 
 def _cells(r: dict) -> tuple[list[str], list]:
@@ -112,7 +115,7 @@ def grad_table(result) -> tuple[Table, Text]:
     # alone tell which gradients failed (the table's cell says "2.4e-11 ok")
     # and why a row was not judged (``unjudged``: the loss is constant in it, or the check's reason for
     # 'cannot check'), as diff's rows say
-    t = Table(COLUMNS + ([CHECK] if checked else []), data=("check_ok", "unjudged") if checked else ())
+    t = Table(COLUMNS + ([CHECK] if checked else []), data=(CHECK_OK.key, UNJUDGED.key) if checked else ())
     bad = failed = ok = noise = 0
     for r in d["gradients"]:
         cells, values = _cells(r)
