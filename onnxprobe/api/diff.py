@@ -371,7 +371,7 @@ def diff(
     except ExecutionError as e:
         raise fs.explained(e) from e
     # what reading A and B as onnxruntime runs them changed (a domain imported twice, a weight listed twice), by side
-    res.notes[:0] = list(dict.fromkeys(saved_notes + fs.notes + load_notes(a_model, side_b.model if b is not None else None)))
+    res.notes[:0] = list(dict.fromkeys(saved_notes + fs.notes_but_zeros + load_notes(a_model, side_b.model if b is not None else None)))
     if vs_opt_level is not None:
         res.notes += _unprobed_outputs(side_a, side_b, res, fs.values)
     res.feed = fs.values

@@ -73,7 +73,7 @@ class DiffWorker(BatchWorker):
 
     def process(self, index: int, label: str, arrays: dict[str, np.ndarray]) -> DiffPartial:
         fs = self.feeds(self.a_model, arrays)
-        return measure_sample(self.plan, fs.values, index, label, fs.notes)
+        return measure_sample(self.plan, fs.values, index, label, fs.notes_but_zeros)
 
 
 class _Here:

@@ -211,7 +211,7 @@ def _describe(d: _GradDiff, res: DiffResult) -> None:
     half = half_outputs(a_model.proto) or half_outputs(b_model.proto)
     res.grad["forward_differs"] = losses_differ(res.grad, half)  # no pair is where the error starts
     gradient_origin(res)
-    res.notes[:0] = [n for n in unread_note(a_model.proto, b_model.proto) + fs.notes + load_notes(a_model, b_model) + forward_note(res.grad, half)
+    res.notes[:0] = [n for n in unread_note(a_model.proto, b_model.proto) + fs.notes_but_zeros + load_notes(a_model, b_model) + forward_note(res.grad, half)
                      if n not in res.notes]
 
 

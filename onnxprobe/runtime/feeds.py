@@ -117,6 +117,12 @@ class Feeds:
     random_ints: list[str] = field(default_factory=list)  # integer and bool inputs made of seeded random data
     about: dict[str, list[str]] = field(default_factory=dict)  # input -> the notes about it (in ``notes`` too)
     guessed: dict[str, str] = field(default_factory=dict)  # input -> the note on its ``defaulted`` dimensions
+    zeros_note: str | None = None  # the note on inputs no node reads, fed zeros (in ``notes`` too; a diff says it per model)
+
+    @property
+    def notes_but_zeros(self) -> list[str]:
+        """``notes`` without ``zeros_note``: for a diff, whose own note names the model that declares them."""
+        return [n for n in self.notes if n != self.zeros_note]
 
     def __repr__(self) -> str:  # a notebook's view of api.feeds(...): each input's type and shape, not its values
         shown = [f"{clean(n)} {array_text(v)}" for n, v in list(self.values.items())[:SHOWN]]
@@ -433,11 +439,15 @@ def make_feeds(model: onnx.ModelProto, spec: InputSpec | None = None, *, strings
             dims.fix(s, tuple(spec.shapes[s.name]), "--shape")
     defaulted: dict[str, list[str]] = {}
     lacking = [s.name for s in specs if s.name not in feeds]
-    read_by_none = set(unread_inputs(model)) if lacking and spec.arrays_complete else set()  # one walk of the graph
-    unread = [s for s in specs if s.name in lacking and s.name in read_by_none]
-    if unread:  # a dataset need not hold what no node reads (as a diff's runners, ``fed``, feed it zeros)
+    # one walk of the graph, where arrays were given: a dataset, or --inputs, need not hold what no node reads (as
+    # a diff's runners, ``fed``, feed it zeros, said once: an optimized IR-3 model's 212 `..._SHAPE` inputs were a
+    # note each, "seeded random data", beside diff's one note saying they were fed zeros)
+    read_by_none = set(unread_inputs(model)) if lacking and (spec.arrays_complete or spec.arrays) else set()
+    unread = [s for s in specs if s.name in lacking and s.name in read_by_none and s.name not in spec.files]
+    if unread and spec.arrays_complete:  # a batch: zeros of the declared shape, a dynamic dimension 1
         feeds.update({s.name: unread_value(s) for s in unread})
         lacking = [n for n in lacking if n not in feeds]
+    zeros = {s.name for s in unread} - set(feeds)  # given arrays lacking them: zeros of the shape a draw would take
     # numpy.random only when something is drawn: its first use imports hashlib, which loads OpenSSL's libcrypto
     # (3.5 MB resident, runtime.plan_cache) for nothing when every input is given
     rng = np.random.default_rng(spec.seed) if lacking else None
@@ -446,10 +456,10 @@ def make_feeds(model: onnx.ModelProto, spec: InputSpec | None = None, *, strings
         raise UsageError(f"input {clean(lacking[0])}: not in {spec.arrays_from}, which holds {held}; "
                          f"every input the model takes must be there")
     about = {n: [f"input {clean(n)}: not in {clean(spec.arrays_from)}, so seeded random data (--seed {spec.seed})"]
-             for n in lacking if spec.arrays and n not in spec.files}
-    notes = [m for ms in about.values() for m in ms] + [
-        f"{len(unread)} input{'s' if len(unread) > 1 else ''} no node reads not in {clean(spec.arrays_from)} "
-        f"({some([s.name for s in unread], form=quote)}): fed zeros" for _ in unread[:1]]
+             for n in lacking if spec.arrays and n not in spec.files and n not in zeros}
+    zeros_note = (f"{len(unread)} input{'s' if len(unread) > 1 else ''} no node reads not in {clean(spec.arrays_from)} "
+                  f"({some([s.name for s in unread], form=quote)}): fed zeros") if unread else None
+    notes = [m for ms in about.values() for m in ms] + ([zeros_note] if zeros_note else [])
     random_ints: list[str] = []
     for s in specs:
         if s.name in feeds:
@@ -465,11 +475,15 @@ def make_feeds(model: onnx.ModelProto, spec: InputSpec | None = None, *, strings
                 continue
             raise UsageError(f"input {quote(s.name)}: a string tensor; onnxprobe cannot make random data "
                              f"for it: give it with --input {clean(s.name)}=FILE.npy")
+        if s.name in zeros:  # (its dimensions guessed say nothing: no node reads it)
+            feeds[s.name] = np.zeros(shape, dtype)
+            defaulted.pop(s.name, None)
+            continue
         feeds[s.name] = random_array(shape, dtype, rng, spec.int_range)
         if dtype.kind in "biu":
             random_ints.append(s.name)
     # a seed or integer range given with every input given (or every integer one): it changes nothing, said
-    drawn = [n for n in lacking if n in feeds]
+    drawn = [n for n in lacking if n in feeds and n not in zeros]
     if spec.seed != 0 and not drawn:
         notes.append(f"--seed {spec.seed} draws nothing: every input is given")
     if tuple(spec.int_range) != (0, 100) and not random_ints:
@@ -478,4 +492,4 @@ def make_feeds(model: onnx.ModelProto, spec: InputSpec | None = None, *, strings
     for n, m in guessed.items():
         about.setdefault(n, []).append(m)
     return Feeds({s.name: feeds[s.name] for s in specs if s.name in feeds}, defaulted, notes + list(guessed.values()),
-                 random_ints, about, guessed)
+                 random_ints, about, guessed, zeros_note)
