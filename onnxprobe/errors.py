@@ -367,7 +367,9 @@ _SGR = re.compile(r"\x1b\[[0-9;]*m")  # terminal colours other libraries put in 
 def first_line(e: BaseException) -> str:
     """The first line of an exception's message, or its type's name when it has none: for one-line errors.
     Colour codes other libraries put in their messages are dropped (they read as '[96m' once escaped)."""
-    lines = _SGR.sub("", str(e)).strip().splitlines()
+    lines = [ln.strip() for ln in _SGR.sub("", str(e)).strip().splitlines() if ln.strip()]
+    if len(lines) > 1 and lines[0].endswith(":"):  # a line that announces its cause: the cause with it (torch's
+        return f"{lines[0]} {lines[1]}"  # "... unless it is captured completely with torch.compile. Got graph break/error:")
     return lines[0] if lines else type(e).__name__
 
 

@@ -42,3 +42,13 @@ def test_the_cause_is_read_from_the_message_without_a_chain():
                      "supported\n\nThe following call raised this error:\n  File \"m.py\", line 7, in forward\n"
                      "    if x.sum() > 0:\n")
     assert cause(e) == "Unsupported: Dynamic control flow is not supported (at m.py:7 in forward: if x.sum() > 0:)"
+
+
+def test_a_first_line_that_announces_its_cause_keeps_it():
+    """torch's UncapturedHigherOrderOpError (a module with torch.cond) reads '... Got graph break/error:' on its first
+    line and the cause on the next: the one line stopped at the colon."""
+    from onnxprobe.errors import first_line
+
+    e = RuntimeError("This operator doesn't work unless captured. Got graph break/error:\n  HOP: Unsafe side effect\n\nmore")
+    assert first_line(e) == "This operator doesn't work unless captured. Got graph break/error: HOP: Unsafe side effect"
+    assert first_line(RuntimeError("plain\nsecond")) == "plain" and first_line(RuntimeError("")) == "RuntimeError"
