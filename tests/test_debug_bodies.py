@@ -220,3 +220,15 @@ def test_nodes_takes_an_op_type_qualified_by_its_domain(tmp_path):
     for line in ("nodes op:com.microsoft.FusedConv", "nodes --op com.microsoft.FusedConv", "nodes op:com.microsoft.Fused*"):
         out = debug(p, [line])
         assert " fc " in out and "FusedConv" in out and " r " not in out, (line, out)
+
+
+def test_match_takes_model_as_every_two_model_command_does(tmp_path):
+    """`match TENSOR --model b` was refused ("unknown option '--model'") though README says --model b works everywhere
+    with a second model; it looks the name up in that model (the other's same name is not taken)."""
+    from conftest import sample_path
+
+    cnn = str(sample_path("cnn"))
+    r = runner.invoke(app, ["debug", cnn, cnn, "--script", "-"], input="match conv1_out --model b\nmatch nope --model b\n",
+                      env=ENV)
+    assert "conv1_out (a: node conv1, Conv)" in r.stdout and "matched by name" in r.stdout, r.output
+    assert "is not a compared tensor of model b" in r.output and "unknown option" not in r.output

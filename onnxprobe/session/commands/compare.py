@@ -115,21 +115,23 @@ def cmd_diff(env: Env, args: list[str]):
     return with_json("diff", lambda: diff_dict(res, order), json_path, shown + notes, view)
 
 
-@command("match", "match TENSOR", "which tensor of the other model matches TENSOR, by which strategy and why", "two models and gradients",
-         args=("tensor",))
+@command("match", "match TENSOR [--model a|b]", "which tensor of the other model matches TENSOR, by which strategy and why",
+         "two models and gradients", args=("tensor",))
 def cmd_match(env: Env, args: list[str]):
-    """TENSOR may be a name in either model. Uses the pairing `diff` makes (computed if needed): the
-    tensor of the other model paired with TENSOR, the strategy and the reason; or why it stayed
-    unmatched.
-    Examples: `match conv1_out`, `match /m/layer.0/Add_output_0`."""
+    """TENSOR may be a name in either model (--model a|b: in that one, where both have the name). Uses the pairing
+    `diff` makes (computed if needed): the tensor of the other model paired with TENSOR, the strategy and the
+    reason; or why it stayed unmatched.
+    Examples: `match conv1_out`, `match /m/layer.0/Add_output_0`, `match conv1_out --model b`."""
     _two(env, "match")
+    side_of = pop_option(args, "--model", "-m")
+    only = env.state.target(side_of).label if side_of is not None else None
     if len(args) != 1:
-        raise UsageError("match: give one tensor name (usage: match TENSOR)")
+        raise UsageError("match: give one tensor name (usage: match TENSOR [--model a|b])")
     name = args[0]
     res = _matching_result(env)
     m = res.matching
     for p in m.pairs:
-        if name in (p.a.name, p.a.key, p.a.probe, p.b.name, p.b.probe):
+        if name in ((p.a.name, p.a.key, p.a.probe) if only != "b" else ()) + ((p.b.name, p.b.probe) if only != "a" else ()):
             out = Text()
             out.append(safe(p.a.name), style="bold")
             out.append(safe(f" (a: node {p.a.node}, {p.a.effective_op})  ↔  "))
@@ -146,7 +148,7 @@ def cmd_match(env: Env, args: list[str]):
                            f" · SQNR {'exact' if mt.exact else num(mt.sqnr_db, 3) + ' dB'} · " + ("pass" if r.passed else "FAIL"))
             return [out]
     for side, items in (("a", m.unmatched_a), ("b", m.unmatched_b)):
-        for u in items:
+        for u in items if only in (None, side) else ():
             if name in (u.obs.name, u.obs.key):
                 return [Text(safe(f"{name} (model {side}, node {u.obs.node}) is not matched: {u.reason}"))]
     for t in env.state.targets.values():  # a name sibling bodies share: compared by each body's key
@@ -156,7 +158,7 @@ def cmd_match(env: Env, args: list[str]):
     names = [n for p in m.pairs for n in (p.a.name, p.b.name)] + [u.obs.name for us in (m.unmatched_a, m.unmatched_b) for u in us]
     close = close_name(name, names)
     hint = f"; did you mean {close}?" if close else " (diff --all lists them)"
-    raise UsageError(f"match: {quote(name)} is not a compared tensor of either model{hint}")
+    raise UsageError(f"match: {quote(name)} is not a compared tensor of {f'model {only}' if only else 'either model'}{hint}")
 
 
 @command("grad", "grad [SELECTION] [--loss sum|mean|mse|cross-entropy] [--loss-output NAME] [--target F|--labels F|--output-grad F] [--wrt GLOB] "
