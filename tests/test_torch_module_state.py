@@ -112,3 +112,17 @@ def test_every_kind_of_state_change_is_judged_on_the_first_call(how):
     assert any("forward() changes the module's state" in n for n in res.notes), res.notes
     assert torch.equal(m.fc.weight, w0) and torch.equal(m.cnt, torch.zeros(4)) and torch.equal(m.plain, torch.zeros(4))
     assert m.n == 0 and not hasattr(m, "extra") and "extra" not in dict(m.named_buffers())
+
+
+def test_a_weight_holding_nan_is_no_change_of_state():
+    """The state is compared by value: a NaN in a weight (NaN != NaN) read as a change on every pass, a false note."""
+    from onnxprobe.torch.load import FirstState
+
+    m = torch.nn.Linear(3, 2)
+    with torch.no_grad():
+        m.weight[0, 0] = float("nan")
+    st = FirstState(m)
+    assert st.restore() == []
+    with torch.no_grad():
+        m.bias += 1
+    assert st.restore() == ["bias"] and torch.isnan(m.weight[0, 0])

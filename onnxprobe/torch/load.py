@@ -161,7 +161,7 @@ class FirstState:
                 moved = held.get(name) is not obj
                 if moved:  # reassigned (self.cnt = self.cnt + 1): the object back
                     held[name] = obj
-                if isinstance(obj, torch.Tensor) and not (obj.shape == values.shape and torch.equal(obj, values)):
+                if isinstance(obj, torch.Tensor) and not _same(torch, obj, values):
                     if kind != "__dict__" and self.after_first is None and obj.shape == values.shape:
                         first[id(obj)] = obj.detach().clone()
                     obj.data = values.clone() if obj.shape != values.shape else obj.data  # (resized through .data)
@@ -172,6 +172,16 @@ class FirstState:
         if changed and self.after_first is None:
             self.after_first = first
         return list(dict.fromkeys(changed))
+
+
+def _same(torch, t, values) -> bool:
+    """``t`` holds ``values``: of one shape and dtype, equal, NaN to NaN (a weight holding NaN is no change)."""
+    if t.shape != values.shape or t.dtype != values.dtype:
+        return False
+    if torch.equal(t, values):
+        return True
+    return t.is_floating_point() and bool(torch.equal(torch.isnan(t), torch.isnan(values))) and bool(
+        torch.equal(torch.nan_to_num(t, nan=0.0), torch.nan_to_num(values, nan=0.0)))
 
 
 def state_note(changed: list[str]) -> str:
