@@ -25,8 +25,9 @@ def with_tails(obs: list, producer: dict, consumers: dict, const: set[str]) -> l
     BatchNormalization, then a scale Mul, then a bias Add; the longest where a tensor has several), and each
     of those tails ``conv_bn`` and the number that follow it. A model that folds the chain's first k tails into
     its Conv (onnxsim: BatchNormalization and scale, the bias Add left) has a Conv whose ``tails_after`` is the
-    k-th tail's: the same function, told apart from the bare Conv output of the same name (``producer``: tensor -> the site that writes it;
-    ``consumers``: tensor -> the sites that read it; ``const``: tensors of weights only)."""
+    k-th tail's: the same function, told apart from the bare Conv output of the same name (``producer``:
+    tensor -> the site that writes it; ``consumers``: tensor -> the sites that read it; ``const``: tensors of
+    weights only)."""
     def is_tail(tail, before: str) -> bool:
         if tail.op_type == "BatchNormalization":
             return tail.input[0] == before
