@@ -243,7 +243,9 @@ def save_tensors(model: ModelLike, result: ProbeResult, feed: dict[str, np.ndarr
     scoped = {p.ref.key for p in result.plan.probes if p.ref.scope}  # inside a body: may not have run
     not_run = {n for n, st in result.stats.items() if st is not None and st.count == 0 and n in scoped}
     runs = 0
-    with NpzWriter(path, source=graph_fingerprint(model.proto)) as out:  # diff --vs-npz: the model's own values
+    info = result.info  # what computed the values: diff --vs-npz judges another runtime's or precision's as such
+    made_by = (info.runtime, info.device, info.precision)
+    with NpzWriter(path, source=graph_fingerprint(model.proto), made_by=made_by) as out:  # diff --vs-npz: the model's own
         # the values are consumed in a function of their own and dropped before the next run: two runs'
         # tensors must never be alive at once (a loop variable would keep the last one)
         for k, total, values in raw_chunks(model, result, feed, [p.ref.key for p in result.plan.probes if p.ref.name not in result.unobserved],

@@ -26,7 +26,7 @@ from onnxprobe.graph.model import Model
 from onnxprobe.graph.select import Selection, check_selects
 from onnxprobe.runtime import feeds as _feeds
 from onnxprobe.runtime.arrays import by_position, read_arrays
-from onnxprobe.runtime.npz import graph_fingerprint, npz_source
+from onnxprobe.runtime.npz import graph_fingerprint, npz_origin
 from onnxprobe.report.format import num as fmt_num
 from onnxprobe.runtime.ort import check_opt_level, resolve_device
 from onnxprobe.runtime.runners import (check_options_used, check_runtime, check_usable, make_runner, options_for,
@@ -182,7 +182,7 @@ def make_sides(a: Model | str | os.PathLike, b: Model | str | os.PathLike | None
         # the model's inputs saved beside the activations are what A runs on (``diff``), not tensors to compare
         feeds = {i.name for i in _feeds.model_inputs(a_model.proto)}
         arrays = {k: v for k, v in saved.arrays.items() if k not in feeds}
-        side_b = npz_side(saved.label, arrays, a_model)
+        side_b = npz_side(saved.label, arrays, a_model, made_by=saved.made_by)
         # layers --save of this very model: its tensors by their own names, exact (not a float model's); an
         # archive without the mark (older, or rewritten) is A's own where it holds a quantized integer tensor of A's
         obs = side_a.observation
@@ -201,6 +201,7 @@ class Activations(NamedTuple):
     arrays: dict[str, np.ndarray]
     from_file: bool = True
     source: str | None = None  # the graph_fingerprint of the model ``layers --save`` wrote them from
+    made_by: tuple | None = None  # and the runtime, device and float precision that computed them (``npz_origin``)
 
 
 def activations(vs_npz, model: onnx.ModelProto | None = None) -> Activations:
@@ -228,7 +229,8 @@ def activations(vs_npz, model: onnx.ModelProto | None = None) -> Activations:
         if model is not None:  # unnamed .pb tensors: the model's inputs and outputs of their positions
             arrays = by_position(arrays, [i.name for i in _feeds.model_inputs(model)], "input")
             arrays = by_position(arrays, [o.name for o in model.graph.output], "output")
-        return Activations(str(vs_npz), arrays, source=None if folder.is_dir() else npz_source(folder))
+        source, made_by = (None, None) if folder.is_dir() else npz_origin(folder)
+        return Activations(str(vs_npz), arrays, source=source, made_by=made_by)
     arrays = {}
     for k, v in vs_npz.items():  # numbers, not lists or objects: a wrong value is refused here, by name
         a = np.asarray(v) if isinstance(k, str) and isinstance(v, (np.ndarray, np.generic, int, float)) else None

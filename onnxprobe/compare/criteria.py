@@ -41,7 +41,18 @@ def default_tolerance(a: Side, b: Side) -> Tolerance:
     and reorders sums moves near-zero elements by more than allclose allows, at 100+ dB of SQNR);
     anything else by allclose."""
     if a.own_snapshot or b.own_snapshot:  # the model's own tensors saved: one computation, exact
-        return Tolerance(why="the default for a model against its own saved tensors", default=True)
+        elsewhere = saved_elsewhere(a, b)
+        if elsewhere is None:
+            return Tolerance(why="the default for a model against its own saved tensors", default=True)
+        what, low = elsewhere
+        if a.observation.quantized or b.observation.quantized:  # int8 kernels on one, simulated on the other
+            return Tolerance(metric="sqnr", min_sqnr=QUANTIZED_MIN_SQNR,
+                             why=f"the default for a quantized model against its own tensors {what}", default=True)
+        if low:
+            return Tolerance(metric="sqnr", min_sqnr=REDUCED_PRECISION_MIN_SQNR, abs_floor=CROSS_RUNTIME_ABS_FLOOR,
+                             why=f"the default for a model against its own tensors {what}", default=True)
+        return Tolerance(metric="sqnr", min_sqnr=CROSS_RUNTIME_MIN_SQNR, abs_floor=CROSS_RUNTIME_ABS_FLOOR,
+                         why=f"the default for a model against its own tensors {what}", default=True)
     qa, qb = a.observation.quantized, b.observation.quantized
     # two models, one quantized weights only (float activations): int8 weights are no closer than 1e-4 either
     wa, wb = qa or a.observation.weights_quantized, qb or b.observation.weights_quantized
@@ -53,7 +64,7 @@ def default_tolerance(a: Side, b: Side) -> Tolerance:
         return Tolerance(metric="sqnr", min_sqnr=QUANTIZED_MIN_SQNR,
                          why="the default for a quantized model run two ways (fused int8 kernels against the QDQ graph as "
                              "written, or two devices)", default=True)
-    low = [p for p in (_precision(a), _precision(b)) if p in ("f16", "bf16", "tf32")]
+    low = [p for p in (_precision(a), _precision(b)) if p in LOW_PRECISIONS]
     halves = (half(a), half(b))
     # a half model against a float one; or one half model run two ways (runtimes, devices or levels that keep
     # float32 between nodes against ones that round every tensor to half: fp16 rounding alone is ~60 dB)
@@ -107,6 +118,30 @@ def gradient_tolerance(a: Side, b: Side) -> Tolerance:
     return replace(t, atol_relative=True, why="the default for gradients", scale="atol relative to each gradient's largest "
                                               "|b|, at least 1e-2 of the largest weight gradient's, as gradients span "
                                               "many orders of magnitude", default=True)
+
+
+LOW_PRECISIONS = ("f16", "bf16", "tf32")
+
+
+def saved_elsewhere(a: Side, b: Side) -> tuple[str, bool] | None:
+    """A model against its own saved tensors (``layers --save``) that another runtime, device or float precision
+    computed than the one running it now: (how, in words; whether either computed in reduced precision), else None
+    (one computation). An archive that does not say what computed it is taken as this run's, unless this run
+    computes in reduced precision (then no float32 run matches it exactly)."""
+    live, saved = (a, b) if b.runner.kind == "npz" else (b, a)
+    r = live.runner
+    now = (r.kind, str(getattr(r, "device", None) or "").lower(), _precision(live))
+    made = getattr(saved.runner, "made_by", None)
+    if made is None:
+        return ("saved by a run that did not say its precision", True) if now[2] in LOW_PRECISIONS else None
+    made = (made[0], str(made[1] or "").lower(), made[2])
+    if made == now:
+        return None
+    low = made[2] in LOW_PRECISIONS or now[2] in LOW_PRECISIONS
+
+    def say(m):
+        return " ".join(w for w in (m[0], m[1], m[2]) if w)
+    return f"computed by {say(made)} (this run: {say(now)})", low
 
 
 def run_two_ways(a: Side, b: Side) -> bool:

@@ -121,9 +121,10 @@ def load_notes(a: Model, b: Model | None) -> list[str]:
     return notes
 
 
-def npz_side(label: str, arrays: dict[str, np.ndarray], like: Model) -> Side:
+def npz_side(label: str, arrays: dict[str, np.ndarray], like: Model, made_by: tuple | None = None) -> Side:
     """Saved activations as side B: one observable per array of numbers, described by the tensor of the same name
-    in ``like`` (model A) where there is one, so that matching and reports know its op."""
+    in ``like`` (model A) where there is one, so that matching and reports know its op. ``made_by``: the runtime,
+    device and float precision that computed them, where the archive says (``runtime.npz.npz_origin``)."""
     seen = observe(like.proto).observables
     known = {o.name: o for o in seen}
     relu = _relu_outputs(arrays, {o.key for o in seen if o.floor_zero})
@@ -142,7 +143,7 @@ def npz_side(label: str, arrays: dict[str, np.ndarray], like: Model) -> Side:
             obs.append(Observable(key=name, name=name, probe=name, node="", op_type="?", effective_op="?",
                                   index=1 << 30 | k, shape=shape, kind="float", elem_type=elem, relu=relu.get(name)))
     obs.sort(key=lambda o: o.index)
-    return Side(label, like, NpzRunner(arrays, label), Observation(obs))
+    return Side(label, like, NpzRunner(arrays, label, made_by), Observation(obs))
 
 
 def _relu_outputs(arrays: dict[str, np.ndarray], keys: set[str]) -> dict[str, str]:

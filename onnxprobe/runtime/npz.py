@@ -110,20 +110,41 @@ def graph_fingerprint(model) -> str:
     return h.hexdigest()[:32]
 
 
-def npz_source(path) -> str | None:
-    """The ``graph_fingerprint`` stored in the zip comment of an archive ``layers --save`` wrote, or None."""
+MADE_BY = " by "  # after the fingerprint: the runtime, device and float precision that computed the values
+
+
+def npz_origin(path) -> tuple[str | None, tuple[str, str, str | None] | None]:
+    """What the zip comment of an archive ``layers --save`` wrote says: the ``graph_fingerprint`` of the
+    model the tensors are from, and what computed them (runtime, device, precision such as 'bf16' or None),
+    where it says so (older archives hold the fingerprint alone); (None, None) for any other archive."""
     try:
         with zipfile.ZipFile(path) as z:
             c = z.comment
     except (OSError, zipfile.BadZipFile):
-        return None
-    return c[len(SOURCE_PREFIX):].decode("ascii", "replace") if c.startswith(SOURCE_PREFIX) else None
+        return None, None
+    if not c.startswith(SOURCE_PREFIX):
+        return None, None
+    source, _, made = c[len(SOURCE_PREFIX):].decode("ascii", "replace").partition(MADE_BY)
+    parts = made.split(" ")
+    return source, ((parts[0], parts[1], None if parts[2] == "-" else parts[2]) if len(parts) == 3 else None)
+
+
+def npz_source(path) -> str | None:
+    """The ``graph_fingerprint`` stored in the zip comment of an archive ``layers --save`` wrote, or None."""
+    return npz_origin(path)[0]
+
+
+def _word(w: str | None) -> str:
+    """One word of the comment's ``made_by``: '-' for None, spaces taken out."""
+    return "-" if w is None else "_".join(str(w).split()) or "-"
 
 
 class NpzWriter:
-    def __init__(self, path: str | os.PathLike, source: str | None = None):
+    def __init__(self, path: str | os.PathLike, source: str | None = None,
+                 made_by: tuple[str, str, str | None] | None = None):
         """``source``: the ``graph_fingerprint`` of the model the tensors are from, kept in the zip comment
-        (np.load ignores it: the archive's entries stay the tensors)."""
+        (np.load ignores it: the archive's entries stay the tensors), with ``made_by``: the runtime, device
+        and float precision (None: the graph's own) that computed them (``npz_origin``)."""
         self.path = path
         self._out = atomic_output(path, ".tmp.npz")
         self._fh = None
@@ -141,7 +162,8 @@ class NpzWriter:
         self._folders: set[str] = set()
         self._keys: set[str] = set()  # the entries' names, as np.load's keys (no leading /, as _places)
         if source is not None:
-            self.zf.comment = SOURCE_PREFIX + source.encode("ascii")
+            made = "" if made_by is None else MADE_BY + " ".join(_word(w) for w in made_by)
+            self.zf.comment = SOURCE_PREFIX + (source + made).encode("ascii", "replace")
 
     def add(self, name: str, array: np.ndarray) -> None:
         if name in self.names:

@@ -32,9 +32,15 @@ class NpzRunner(Runner):
     kind = "npz"
     takes_feeds = False
 
-    def __init__(self, arrays: dict[str, np.ndarray], label: str = ""):
+    def __init__(self, arrays: dict[str, np.ndarray], label: str = "", made_by: tuple | None = None):
         super().__init__(None, None, label)
         self.arrays = {k: as_numbers(v) for k, v in arrays.items()}
+        # (runtime kind, device, float precision or None) that computed the values, where the archive says
+        self.made_by = made_by
+
+    def inference_precision(self) -> str | None:
+        """The precision the values were computed in, where the archive says (``layers --save`` on OpenVINO: 'bf16')."""
+        return self.made_by[2] if self.made_by else None
 
     def describe(self) -> str:
         return f"{self.label} (saved activations)"
