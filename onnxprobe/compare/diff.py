@@ -249,7 +249,9 @@ def judged(plan, measured: dict[int, Measured], labels: list[str] | None = None)
             # nothing finite measured: not a pass (no value to compare), or a fail (NaN/Inf on one side only)
             why = nothing_measured(m.sums.shape, got) if got.empty else None
             passed = tol.judge(got)
-            intro = m.introduced.introduced() if m.introduced is not None and not got.empty else None
+            intro = m.introduced.introduced() if m.introduced is not None else None
+            if intro is not None and got.empty and not intro.nonfinite_mismatch:
+                intro = None  # nothing finite measured, and the layer put no NaN/Inf of its own: nothing to say
             if intro is not None and not plan.extras:  # as the pairs' metrics above
                 intro = replace(intro, mean_abs=None, worst=None)
             results.append(PairResult(p, m.sums.shape, got, intro,
