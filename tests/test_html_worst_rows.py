@@ -24,3 +24,15 @@ def test_a_layer_that_introduces_nothing_ranks_after_those_that_do():
     ]}
     assert worst_rows("diff", d, 3) == ["out", "bn_8", "bn_19"]
     assert worst_rows("diff", d, 6) == ["out", "bn_8", "bn_19", "flatten", "pool", "conv_ok"]
+
+
+def test_a_pair_with_nan_or_inf_on_one_side_only_gets_a_histogram_first():
+    # every value NaN on A's side where B's are finite: no finite pair measured (no SQNR, no max |a-b|), yet the
+    # failure the README puts first ("NaN/Inf and failures first"); it was left out of the cards
+    d = {"pairs": [
+        _pair("y1", False, 26.0, 26.0, False),
+        {"a": "y2", "passed": False, "sqnr_db": None, "max_abs": None, "exact": False, "nonfinite_mismatch": 6,
+         "introduced_sqnr_db": None, "introduced_exact": False, "introduced_nonfinite_mismatch": 6},
+        _pair("ok", True, 60.0, 60.0, False),
+    ]}
+    assert worst_rows("diff", d, 2) == ["y2", "y1"]

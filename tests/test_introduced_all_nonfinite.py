@@ -51,3 +51,17 @@ def test_a_layer_that_makes_every_value_nan_introduces_it(tmp_path):
                                  "--format", "csv", "--no-cache"])
     lines = [ln for ln in r.stdout.splitlines() if ln]
     assert lines[1].split(",")[1] == "y" and "NaN/Inf" in lines[1]
+
+
+def test_the_html_report_draws_that_pair_first(tmp_path):
+    import re
+
+    a, b = _model(0.5, tmp_path / "a.onnx"), _model(2.0, tmp_path / "b.onnx")
+    np.save(tmp_path / "x.npy", np.array([[1, 2, 3], [0.5, 4, 7]], np.float32))
+    page = tmp_path / "r.html"
+    r = CliRunner().invoke(app, ["diff", a, b, "--input", f"x={tmp_path / 'x.npy'}", "--all", "--html", str(page), "--no-cache"])
+    assert r.exit_code == 1, r.output  # y fails
+    hists = json.loads(re.search(r'<script[^>]*id="hists"[^>]*>(.*?)</script>', page.read_text("utf-8"), re.S).group(1))
+    assert hists and "".join(part[0] for part in hists[0]["name"]) == "y"
+    titles = [p["layout"]["title"]["text"] for p in hists[0]["plots"]]
+    assert titles == ["values (6 NaN not drawn)", "error A − B (6 NaN not drawn)"]

@@ -142,7 +142,9 @@ def worst_rows(kind: str, d: dict, n: int = WORST) -> list[str]:
                          -max(abs(f(r.get("min"), 0)), abs(f(r.get("max"), 0))))
         return [r.get("key") or r["name"] for r in sorted(rows, key=key)[:n]]  # the key: 'o' may be 4 branches' rows
     if kind == "diff":
-        rows = [p for p in d["pairs"] if p.get("sqnr_db") is not None or p.get("max_abs") is not None]
+        # (a pair with NaN/Inf on one side only may have no finite pair measured: no SQNR, but a histogram first)
+        rows = [p for p in d["pairs"] if p.get("sqnr_db") is not None or p.get("max_abs") is not None
+                or p.get("nonfinite_mismatch")]
         rows = [p for p in rows if not p.get("exact")]
         def db(v, default):  # an SQNR of -inf (B all zeros where A is not, "-inf" in JSON) is the lowest
             x = json_float(v)
@@ -153,7 +155,7 @@ def worst_rows(kind: str, d: dict, n: int = WORST) -> list[str]:
             # error measured (--separate-runs...), the accumulated one
             return math.inf if p.get("introduced_exact") else db(p.get("introduced_sqnr_db"), db(p.get("sqnr_db"), math.inf))
 
-        key = lambda p: (p["passed"] is not False, intro(p))  # noqa: E731
+        key = lambda p: (p["passed"] is not False, not p.get("nonfinite_mismatch"), intro(p))  # noqa: E731
         return [p["a"] for p in sorted(rows, key=key)[:n]]
     rows = d["gradients"]
     key = lambda g: (not (g.get("nan") or g.get("inf") or (g.get("check") and g["check"]["ok"] is False)),  # noqa: E731
