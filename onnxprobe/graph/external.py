@@ -31,7 +31,7 @@ from onnx.external_data_helper import load_external_data_for_tensor
 
 from onnxprobe.errors import ModelError, OutputRefused, WriteFailed, first_line
 from onnxprobe.text import as_word
-from onnxprobe.fileio import input_kind, replace_keeping_mode, temp_beside
+from onnxprobe.fileio import input_kind, protect, replace_keeping_mode, temp_beside
 from onnxprobe.graph.builder import single_initializers
 from onnxprobe.graph.extents import (ExtentProblem, all_tensors, extent_problems, is_external, location, source, sparse_tensors,
                                      tensor_nbytes)
@@ -91,6 +91,18 @@ class ExternalFile:
     bytes: int  # bytes the model reads from it
     exists: bool
     problem: ExtentProblem | None = None  # it does not hold its tensors (truncated, a length entry that disagrees)
+
+
+def protect_external_data(models: list[str], why: str) -> None:
+    """Keep every output from the external data files of the model files ``models`` (``fileio.protect``, ``why`` said
+    in the refusal): a path that does not read as a model (a file that took its name since) has none."""
+    for model in models:
+        try:
+            files = external_files(onnx.load(model, load_external_data=False), os.path.dirname(os.path.abspath(model)))
+        except Exception:  # noqa: BLE001 - not a model: nothing more to protect
+            continue
+        for f in files:
+            protect(str(f.path), why)
 
 
 def external_files(model: onnx.ModelProto, base_dir: str | os.PathLike) -> list[ExternalFile]:

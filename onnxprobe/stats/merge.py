@@ -53,27 +53,12 @@ def read_json_report(path: str | Path) -> dict:
                              f"{say.either('api.report(result) returns', 'written with --json')})")
     d["_path"] = str(p)
     protect(p, "an input report")
-    for model in _described_models(d, p):  # --json never overwrites the models the shards describe either
-        protect(model, "a model the reports describe")
-        for data in _data_files(model):
-            protect(data, "the external data of a model the reports describe")
+    for model in described_models(d, p):  # --json never overwrites the models the shards describe either (their
+        protect(model, "a model the reports describe")  # external data: api.merge_stats, which may read models)
     return d
 
 
-def _data_files(model: str) -> list[str]:
-    """The external data files ``model`` names (its weights), where it reads as a model; none where it does not."""
-    import onnx  # here: only a report that names a model file that exists needs it
-
-    from onnxprobe.graph.external import external_files
-
-    try:
-        proto = onnx.load(model, load_external_data=False)
-        return [str(f.path) for f in external_files(proto, os.path.dirname(os.path.abspath(model)))]
-    except Exception:  # noqa: BLE001 - not a model (a file that took its name since): nothing more to protect
-        return []
-
-
-def _described_models(d: dict, report) -> list[str]:
+def described_models(d: dict, report) -> list[str]:
     """The model files report ``d`` (read from ``report``) names (a layers report's ``model``, a diff report's sides'),
     as paths from here and, where relative, from the report's folder (it may have been written from there)."""
     sides = d.get("sides") if isinstance(d.get("sides"), dict) else {}
