@@ -16,6 +16,7 @@ from __future__ import annotations
 import html
 import math
 
+from onnxprobe.report.diff import pair_label
 from onnxprobe.report.format import NONFINITE_UNALIKE, exact_db, finite
 from onnxprobe.text import pieces
 
@@ -65,8 +66,9 @@ def diff_figure(d: dict, row_ids: dict[int, str]) -> dict:
     def db(v, exact):
         return top if exact else finite(v)
 
-    acc = [(p["index"], db(p["sqnr_db"], p["exact"]), p["a"], row_ids[k]) for k, p in rows]
-    intro = [(p["index"], db(p["introduced_sqnr_db"], p["introduced_exact"]), p["a"], row_ids[k]) for k, p in rows]
+    # each point named as the table's row names its pair (B's name for a quantized view, 'A ↔ B' where they differ)
+    acc = [(p["index"], db(p["sqnr_db"], p["exact"]), pair_label(p), row_ids[k]) for k, p in rows]
+    intro = [(p["index"], db(p["introduced_sqnr_db"], p["introduced_exact"]), pair_label(p), row_ids[k]) for k, p in rows]
     fig = go.Figure()
     fig.add_trace(_trace(go, "SQNR dB (accumulated)", acc, "#1f77b4"))
     if any(pt[1] is not None for pt in intro):
@@ -78,7 +80,7 @@ def diff_figure(d: dict, row_ids: dict[int, str]) -> dict:
     if first is not None:
         p, _ = first
         fig.add_vline(x=p["index"], line={"color": "#d62728", "dash": "dot"},
-                      annotation={"text": label(f"error starts: {p['a']}"[:80]), "font": {"color": "#d62728"}})
+                      annotation={"text": label(f"error starts: {pair_label(p)}"[:80]), "font": {"color": "#d62728"}})
     _layout(go, fig, f"SQNR dB (exact at {top:g}; -inf, NaN/Inf ✖ at the bottom)")
     return fig.to_plotly_json()
 

@@ -25,7 +25,7 @@ import math
 
 from onnxprobe import __version__
 from onnxprobe.report import charts
-from onnxprobe.report.diff import beyond_rows, sensitivity_lines, verdict_words
+from onnxprobe.report.diff import beyond_rows, first_failing_row, pair_label, sensitivity_lines, verdict_words
 from onnxprobe.report.format import finite, num_or_word, shape
 from onnxprobe.report.io import json_default
 from onnxprobe.report.profile import summary_words
@@ -178,8 +178,9 @@ def _facts(kind: str, d: dict, inputs: list[str] | None) -> list[tuple[str, str,
                          + (f", {len(d['pairs']) - d['compared']} not compared" if d["compared"] < len(d["pairs"]) else "")
                          + f"); unmatched {sum(u.get('selected', True) for u in d['unmatched_a'])} in A, "
                          f"{sum(u.get('selected', True) for u in d['unmatched_b'])} in B", None)]  # of the selection, as the table's footer
-        if d.get("first_failure"):
-            out.append(("error starts at", d["first_failure"], "fail"))
+        if d.get("first_failure"):  # named as its row names it (B's name for a quantized view), as the footer does
+            k = first_failing_row(d)
+            out.append(("error starts at", pair_label(d["pairs"][k]) if k is not None else d["first_failure"], "fail"))
         if "samples" in d:  # diff_dataset: every metric pooled over the batches, as a layers dataset page says
             out.append(("dataset", f"{d['samples']} batch{'' if d['samples'] == 1 else 'es'}, the metrics pooled over "
                                    f"all; selection {d.get('selection', '')}", None))
@@ -307,12 +308,14 @@ def html_report(kind: str, d: dict, table: Table, histograms: dict | None = None
     hists = []
     histograms = histograms or {}
     order = [n for n in worst_rows(kind, d, len(histograms)) if n in histograms]
+    # a diff's cards are named as the table's rows name the pairs (histograms are keyed by A's tensor)
+    titled = {p["a"]: pair_label(p) for p in d["pairs"]} if kind == "diff" else {}
     for name in order + [n for n in histograms if n not in order]:
         h = histograms[name]
         plots = [charts.histogram_figure("gradient values" if kind == "grad" else "values", h["values"])]
         if h.get("error"):
             plots.append(charts.histogram_figure("error A − B", h["error"], "#d62728"))
-        hists.append({"name": pieces(name), "plots": plots})
+        hists.append({"name": pieces(titled.get(name, name)), "plots": plots})
     facts = "".join(f'<dt>{html.escape(k)}</dt><dd class="{c or ""}">{shown(v)}</dd>' for k, v, c in _facts(kind, d, inputs))
     notes = "".join(f"<li>{shown(n)}</li>" for n in d.get("notes") or [])
     # diff --fp32-sensitivity: the lines the text report prints (a gain of "inf" where the output turns exact)
