@@ -16,13 +16,14 @@ from onnxprobe.graph.model import Model
 from onnxprobe.graph.shapes import static_shape, value_types
 from onnxprobe.graph.tensor_data import array_digest
 from onnxprobe.graph.walk import walk
+from onnxprobe.compare.npz_views import quantized_views
 from onnxprobe.match.dequantize import add_dequantize
 from onnxprobe.match.engine import NOT_OBSERVABLE
 from onnxprobe.match.observe import Observable, Observation, observe
 from onnxprobe.runtime.runners.base import Runner
 from onnxprobe.runtime.runners.named import NamedRunner, name_error
 from onnxprobe.runtime.runners.npz import NpzRunner, numeric
-from onnxprobe.text import clean
+from onnxprobe.text import clean, some
 from onnxprobe.types import GRADIENT_STOPPED  # noqa: F401 - diff --grad's cause (onnxprobe.types), imported from here too
 
 
@@ -128,13 +129,24 @@ def npz_side(label: str, arrays: dict[str, np.ndarray], like: Model, made_by: tu
     seen = observe(like.proto).observables
     known = {o.name: o for o in seen}
     relu = _relu_outputs(arrays, {o.key for o in seen if o.floor_zero})
-    obs = []
+    # a quantized model's saved values against its float model A: A's x compared with the quantized value the file
+    # holds beside x (found by value), as a two-model diff compares them; the codes are that value's
+    views, codes = quantized_views(arrays, {o.name for o in seen if o.kind == "float"})
+    taken = set(views.values())
+    obs, hidden = [], {c: f"the quantized codes of {y!r}, compared as that value" for c, y in codes.items()}
+    notes = [f"{len(views)} saved tensor(s) of A's names compared as the quantized values the file holds beside them "
+             f"(DequantizeLinear(QuantizeLinear(x)), found by value: {some([views[n] for n in views], form=str)}), as a "
+             "diff of the float model against the quantized one compares them"] if views else []
     for k, (name, value) in enumerate(arrays.items()):
-        if not numeric(value):  # strings: left out, A's tensor of that name unmatched with the runner's reason
-            continue
+        if not numeric(value) or name in taken or name in codes:  # strings: left out, A's tensor of that name
+            continue  # unmatched with the runner's reason; views and codes: with the tensor they stand for
         o = known.get(name)
         shape, elem = tuple(np.shape(value)), _elem_type(value)  # its type, as saved (integers are judged exactly)
-        if o is not None:
+        if o is not None and name in views:
+            obs.append(Observable(key=name, name=views[name], probe=views[name], node=o.node, op_type=o.op_type,
+                                  effective_op=o.effective_op, index=o.index, shape=shape, kind="qdq",
+                                  is_output=o.is_output, tails_after=o.tails_after, conv_bn=o.conv_bn, elem_type=elem))
+        elif o is not None:
             obs.append(Observable(key=name, name=name, probe=name, node=o.node, op_type=o.op_type,
                                   effective_op=o.effective_op, index=o.index, shape=shape, kind="float",
                                   is_output=o.is_output, tails_after=o.tails_after, conv_bn=o.conv_bn, elem_type=elem,
@@ -143,7 +155,7 @@ def npz_side(label: str, arrays: dict[str, np.ndarray], like: Model, made_by: tu
             obs.append(Observable(key=name, name=name, probe=name, node="", op_type="?", effective_op="?",
                                   index=1 << 30 | k, shape=shape, kind="float", elem_type=elem, relu=relu.get(name)))
     obs.sort(key=lambda o: o.index)
-    return Side(label, like, NpzRunner(arrays, label, made_by), Observation(obs))
+    return Side(label, like, NpzRunner(arrays, label, made_by), Observation(obs, hidden=hidden), notes=notes)
 
 
 def _relu_outputs(arrays: dict[str, np.ndarray], keys: set[str]) -> dict[str, str]:
