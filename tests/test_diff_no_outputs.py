@@ -43,3 +43,17 @@ def test_an_empty_default_selection_is_said_as_such(tmp_path):
     r = runner.invoke(app, ["diff", str(tmp_path / "a.onnx"), str(tmp_path / "a.onnx")], env=ENV)
     assert r.exit_code == 1 and "the selection holds no tensor of A or B to pair" in r.output, r.output
     assert "--all, --op or --name" in r.output
+
+
+def test_models_that_declare_outputs_are_not_said_to_declare_none():
+    # a result whose output pairs were taken out (a caller keeping the float pairs of a QDQ model): its verdict is no
+    # pass, and does not claim the models declare no output (they do)
+    from conftest import SAMPLES
+    from onnxprobe import api
+
+    res = api.diff(str(SAMPLES / "mlp.onnx"), str(SAMPLES / "mlp.onnx"), selection=api.Selection(all=True))
+    assert res.verdict()[0] == "pass"
+    res.results[:] = [r for r in res.results if not (r.pair.a.is_output or r.pair.b.is_output)]
+    assert res.results
+    verdict, why = res.verdict()
+    assert verdict == "error" and "no model output was compared" in why and "declare none" not in why

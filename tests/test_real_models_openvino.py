@@ -82,11 +82,12 @@ def test_diff_vs_openvino_on_a_real_model(rel):
     assert sum(n in paired for n in want) >= 0.8 * len(want), (len(want), sorted(set(want) - paired)[:5])
     for u in res.matching.unmatched_a + res.matching.unmatched_b:  # nothing left out without a reason
         assert "fused" in u.reason or "not observable" in u.reason or u.cause != "no-counterpart", (u.obs.name, u.reason)
+    verdict = res.verdict()  # of every pair: the outputs among them (a QDQ model's are its dequantized views)
     floats = [r for r in res.results if r.metrics is not None and r.pair.a.kind == "float"]
     res.results[:] = floats  # the QDQ probes are dequantizations onnxprobe adds: the oracle reads the file as it is
     feeds = api.feeds(api.load(path), spec).values
     assert check_sqnr_agrees(res, path, feeds) == len(floats)
-    if res.verdict()[0] != "pass":  # only where OpenVINO computes in bf16 (its default on a CPU with AVX512-BF16
+    if verdict[0] != "pass":  # only where OpenVINO computes in bf16 (its default on a CPU with AVX512-BF16
         # or AMX) may a deep model's output fall below the criterion, which then says so
         assert res.b.runner.precision != "f32" and f"computes in {res.b.runner.precision}" in res.criterion, \
-            (res.verdict(), res.criterion)
+            (verdict, res.criterion)

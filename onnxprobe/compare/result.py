@@ -159,7 +159,9 @@ class DiffResult:
                   if wrong is None and self.outputs_failed else None)
         if incomplete is None and self.grad is None and not self._any_output():
             # a graph that lists no output (onnx's checker accepts it): "outputs pass" would rest on nothing
-            incomplete = "no model output was compared: the models declare none (each pair above is judged on its own)"
+            declared = any(len(s.model.proto.graph.output) for s in (self.a, self.b) if s.model is not None)
+            incomplete = ("no model output was compared" + ("" if declared else ": the models declare none")
+                          + " (each pair above is judged on its own)")
             bad = [r for r in self.results if r.passed is False]
             failed = failed or (said(lambda say: f"{len(bad)} of the pairs fail the criterion ({in_words(self.criterion, say)})")
                                 if bad else None)
