@@ -581,3 +581,39 @@ def test_a_wider_terminal_never_reads_worse_than_80_columns(tmp_path):
         assert len(got) <= at80, (width, len(got), at80)
         names = [f"m.encoder.layer.{i % 2}.attention.output.LayerNorm.weight.copy_{i}" for i in range(12)]
         assert all(any(n in ln for ln in got) for n in names), (width, got)  # no name cut mid-word
+
+
+def test_an_external_location_through_dotdot_that_stays_inside_is_read(tmp_path):
+    """'sub/../w.bin' names a file in the model's folder, which onnx and onnxruntime read: it was refused by every
+    command as not 'a relative path inside the model's folder'. '../w.bin' still is refused, saying why."""
+    import numpy as np
+    import onnxruntime as ort
+
+    (tmp_path / "sub").mkdir()
+    w = np.arange(6, dtype=np.float32).reshape(2, 3)
+    (tmp_path / "w.bin").write_bytes(w.tobytes())
+    _external_at(tmp_path, "sub/../w.bin")
+    x = np.ones((2, 3), np.float32)
+    s = ort.InferenceSession(str(tmp_path / "m.onnx"), providers=["CPUExecutionProvider"])  # the oracle: onnxruntime
+    want = s.run(None, {"x": x})[0]
+    np.testing.assert_array_equal(want, x + w)
+    r = runner.invoke(app, ["inspect", str(tmp_path / "m.onnx")])
+    assert r.exit_code == 0, r.output
+    from onnxprobe import api
+
+    res = api.layers(str(tmp_path / "m.onnx"), api.Selection(names=("y",)), inputs=api.InputSpec(arrays={"x": x}))
+    assert res.stats["y"].max == float(want.max()) and res.stats["y"].min == float(want.min())
+    out = tmp_path / "copy" / "c.onnx"
+    out.parent.mkdir()
+    r = runner.invoke(app, ["extract", str(tmp_path / "m.onnx"), "-o", str(out), "--to", "y"])
+    assert r.exit_code == 0, r.output
+    s = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])  # the weight copied beside the output
+    np.testing.assert_array_equal(s.run(None, {"x": x})[0], want)
+    assert (tmp_path / "w.bin").read_bytes() == w.tobytes()  # the input's data untouched
+    (tmp_path / "inner").mkdir()
+    (tmp_path / "inner" / "m.onnx").write_bytes((tmp_path / "m.onnx").read_bytes())
+    m = onnx.load(str(tmp_path / "m.onnx"), load_external_data=False)
+    m.graph.initializer[0].external_data[0].value = "../w.bin"
+    onnx.save(m, tmp_path / "inner" / "m.onnx")
+    r = runner.invoke(app, ["inspect", str(tmp_path / "inner" / "m.onnx")])
+    assert r.exit_code == 1 and "inside the model's folder (it leads outside through '..')" in r.stderr, r.output

@@ -79,11 +79,14 @@ def _source(t: TensorProto, base_dir: str | os.PathLike) -> tuple[Path, int, int
     if "\x00" in (info.location or ""):  # no file name holds one; the system would refuse it as a ValueError
         raise ModelError(f"tensor {t.name!r}: external data location {info.location!r} holds a NUL byte")
     loc = Path(info.location)
-    if not info.location or loc.is_absolute() or ".." in loc.parts:
+    if not info.location or loc.is_absolute():
         raise ModelError(f"tensor {t.name!r}: external data location {info.location!r} must be a relative path inside the model's folder")
     base = Path(base_dir).resolve()
-    path = (base / loc).resolve()
+    path = (base / loc).resolve()  # a '..' that stays inside ('sub/../w.bin') is read, as onnx and onnxruntime read it
     if path != base and base not in path.parents:
+        if os.path.normpath(loc).split(os.sep)[0] == "..":
+            raise ModelError(f"tensor {t.name!r}: external data location {info.location!r} must be a relative path inside "
+                             "the model's folder (it leads outside through '..')")
         raise ModelError(f"tensor {t.name!r}: external data location {info.location!r} leads outside the model's folder "
                          f"(a symbolic link to {path}); refusing to read it")
     try:
