@@ -211,14 +211,18 @@ def grad_dataset(model: Model | str | os.PathLike, inputs: str | os.PathLike | N
                             "): an empty batch has no loss to differentiate (it adds 0 "
                             "to a summed loss) and is not counted among the samples")
     f = 1.0 / n if reduce == "mean" else 1.0
-    rows, arrays = [], {}
+    rows, arrays, wide = [], {}, []
+    top = float(np.finfo(np.float32).max)
     for t in gp.targets:
         name = t.ref.name
         if t.kind == "weight":
             g = acc["weights"].get(name)
             st = TensorStats.from_array(g * f) if g is not None else None
-            if g is not None:
-                arrays[name] = (g * f).astype(np.float32)
+            if g is not None:  # float32, as one run's; a float64 sum past its range stays float64 (the row's numbers)
+                gf = g * f
+                over = bool((np.abs(gf[np.isfinite(gf)]) > top).any())
+                arrays[name] = gf if over else gf.astype(np.float32)
+                wide += [name] if over else []
             w = weight_value(model.proto, name)
             vn = value_norm(w) if w is not None else None
         else:
@@ -228,6 +232,9 @@ def grad_dataset(model: Model | str | os.PathLike, inputs: str | os.PathLike | N
             vn = stats_norm(v.stats()) if v is not None else None
         rows.append(GradRow(t, gp.grads[name], st, vn, shape=acc["shapes"].get(name)))
     loss = math.fsum(acc["loss"]) * f
+    if wide:
+        acc["notes"].append(f"the dataset gradient of {some(wide, form=str)} (summed in float64) is past float32's range: "
+                            "kept in float64, as its statistics are of it (float32 would hold Inf)")
     notes = list(dict.fromkeys(level_notes + src.notes + acc["notes"] + executor.notes() + body_left_out(model, selection, rows)
                                  + constant_output_note(gp, rows)))
     return GradResult(gp, rows, loss, acc["info"], notes, arrays, samples=n, reduce=reduce, executor=executor)
