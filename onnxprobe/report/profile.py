@@ -55,9 +55,12 @@ def summary_words(data: dict) -> str | None:
         return (f"{_of_runs(s).strip()}: one run of both models {_ms(s['run_ms'])} (A's kernels {_ms(s['a_kernels_ms'])}, "
                 f"B's {_ms(s['b_kernels_ms'])}, metrics and introduced error {_ms(s['metrics_and_introduced_ms'])}, "
                 f"layout and other {_ms(s['layout_and_other_ms'])}{_between(s)})")
+    host = s.get("host_statistics_tensors") or 0  # small tensors' statistics, computed on the host after the run
+    after = (f" and the statistics of {host} tensor{'s' if host != 1 else ''} on the host {_ms(s['host_statistics_ms'])}"
+             if host else "")
     return (f"{_of_runs(s).strip()}: plain run {_ms(s['plain_ms'])}, probed run {_ms(s['probed_ms'])} "
-            f"(model kernels {_ms(s['model_kernels_ms'])}, probes {_ms(s['probe_overhead_ms'])}, "
-            f"layout and other {_ms(s['layout_and_other_ms'])}{_between(s, 'plain_between_kernels_ms')}); "
+            f"(model kernels {_ms(s['model_kernels_ms'])}, probes {_ms(s.get('probe_kernels_ms', s['probe_overhead_ms']))}, "
+            f"layout and other {_ms(s['layout_and_other_ms'])}{_between(s, 'plain_between_kernels_ms')}){after}; "
             f"kernels {s['kernels_plain']} plain, "
             f"{s['kernels_probed']} probed: {s['fusions_broken']} fusion(s) broken by probing")
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -58,6 +59,10 @@ class Profile:
     # If/Loop/Scan body node -> its kernels' time in the run (every iteration), inside its parent's: not in model_ms
     body_ms: dict[str, float] = field(default_factory=dict)
     body_outputs: dict[str, list[str]] = field(default_factory=dict)  # body node -> the tensors it writes
+    # the statistics the host computes from raw outputs (small tensors: ``Probe.stats_on_host``), in no kernel: the
+    # fastest of the timed runs' (``profile(host=)``); probing costs them beside its kernels
+    host_ms: float = 0.0
+    host_tensors: int = 0
 
     @property
     def model_ms(self) -> float:
@@ -114,11 +119,15 @@ def named(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str, str]]:
 
 
 def profile(model: onnx.ModelProto, feeds: dict, outputs: list[str], *, device: str = "cpu",
-            opt_level: str = "off", runs: int = RUNS, weights: dict | None = None, own: set[str] | None = None) -> Profile:
+            opt_level: str = "off", runs: int = RUNS, weights: dict | None = None, own: set[str] | None = None,
+            host: list[str] = ()) -> Profile:
     """Run ``model`` once, then ``runs`` times more with onnxruntime's profiler, and attribute the timed
     runs' kernels, each the minimum over them (onnxruntime also writes the graph it ran, which tells what
     each kernel computed). ``own``: the node names of the model a probed copy was made from (default:
-    every node of ``model`` is its own)."""
+    every node of ``model`` is its own). ``host``: outputs whose statistics the host computes from their values
+    (``Profile.host_ms``: that work timed after each timed run, the fastest kept)."""
+    from onnxprobe.runtime.runners.readback import host_statistics
+
     own = own_node_names(model) if own is None else own
     copy, back = named(model)
     with tempfile.TemporaryDirectory(prefix="onnxprobe-profile-") as tmp:
@@ -128,13 +137,22 @@ def profile(model: onnx.ModelProto, feeds: dict, outputs: list[str], *, device: 
         # output, and a Relu writing 4 MB read ten times its kernel's time in onnxruntime's own profile
         session = create_session(copy, device=device, opt_level=opt_level, profile_prefix=os.path.join(tmp, "run"),
                                  optimized_path=ran, weights=weights, arena=True)
-        for _ in range(1 + max(1, runs)):  # the first run allocates and warms caches: not timed
-            run_bound(session, feeds, outputs, shrink=False)  # the arena's blocks kept from one run to the next
+        host_ms = []
+        for k in range(1 + max(1, runs)):  # the first run allocates and warms caches: not timed
+            got, _ = run_bound(session, feeds, outputs, shrink=False)  # the arena's blocks kept from one run to the next
+            start = time.perf_counter()
+            for name in host:
+                if name in got:
+                    host_statistics(got[name])
+            host_ms += [1000 * (time.perf_counter() - start)] if k else []
+            del got
         path = session.sess.end_profiling()
         with open(path) as f:
             events = json.load(f)
         graph = onnx.load(ran, load_external_data=False) if os.path.exists(ran) else None
-    return attribute(events, copy, back, graph, own, runs=max(1, runs))
+    out = attribute(events, copy, back, graph, own, runs=max(1, runs))
+    out.host_ms, out.host_tensors = (min(host_ms) if host else 0.0), len([n for n in host if n in outputs])
+    return out
 
 
 def _owner(name: str, nodes: set[str], producer: dict[str, str]) -> str | None:
