@@ -186,12 +186,33 @@ def check_identity(reports: list[dict], keys: tuple[str, ...]) -> None:
     for k in keys:
         for r in reports[1:]:
             if r.get(k) != first.get(k):
-                # a digest shortened; a diff report's is A's + B's: each shortened, or two shards of other B
-                # models would both show A's first 12 characters
-                short = (lambda v: "+".join(x[:12] + "…" for x in str(v).split("+")) if k == "model_id" else str(v))
-                raise UsageError(f"{r['_path']}: describes {WHAT[k]} than {first['_path']} ({k} {short(r.get(k))!r} vs "
-                                 f"{short(first.get(k))!r}); shards to merge come from the same models, selection, runtime and "
-                                 "onnxprobe")
+                what, said = _difference(k, r.get(k), first.get(k))
+                raise UsageError(f"{r['_path']}: describes {what} than {first['_path']} ({said}); shards to merge come "
+                                 "from the same models, selection, runtime, settings and onnxprobe")
+
+
+def _difference(k: str, x, y) -> tuple[str, str]:
+    """What differs between two reports' values of ``k`` (``WHAT``) and the two values, as JSON writes them (null, not
+    Python's None); of a diff report's ``sides``, the first field that differs and the sides it differs on."""
+    def shown(v) -> str:
+        if k == "model_id":  # a digest shortened; a diff report's is A's + B's: each shortened, or two shards of
+            return "+".join(d[:12] + "…" for d in str(v).split("+"))  # other B models would both show A's first 12
+        return clip(json.dumps(v, sort_keys=True, default=str), 80)
+
+    if k == "sides" and isinstance(x, dict) and isinstance(y, dict):
+        fields = [(side, f) for side in sorted(set(x) | set(y)) for f in sorted(set(_dict(x.get(side))) | set(_dict(y.get(side))))
+                  if _dict(x.get(side)).get(f) != _dict(y.get(side)).get(f)]
+        if fields:
+            f = fields[0][1]
+            sides = [side for side, g in fields if g == f]
+            vx, vy = _dict(x.get(sides[0])).get(f), _dict(y.get(sides[0])).get(f)
+            who = " and ".join(side.upper() if len(side) == 1 else side for side in sides)
+            return WHAT.get(f, WHAT[k]), f"{who}: {f} {clip(json.dumps(vx, default=str), 60)} vs {clip(json.dumps(vy, default=str), 60)}"
+    return WHAT[k], f"{k} {shown(x)} vs {shown(y)}"
+
+
+def _dict(v) -> dict:
+    return v if isinstance(v, dict) else {}
 
 
 def _digests(reports: list[dict]) -> list[list[str | None]]:
