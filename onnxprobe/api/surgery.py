@@ -250,8 +250,17 @@ def mark(
     if failed:
         model = without_outputs(model, set(failed))
         marked = [m for m in marked if m.output not in set(failed)]
-        notes.append(f"{len(failed)} tensor(s) left out: neither shape inference nor the run (an If branch that did "
-                     "not run, or a failed run) tells their type: " + some(failed, 5, str))
+        # an element type known without a rank (com.microsoft's ops, typed from onnxruntime's schemas) is no output
+        # declaration onnx's checker takes: said as such, not as a type nobody tells (inspect gives it)
+        elem = {vi.name for vi in model.graph.value_info if vi.type.tensor_type.elem_type} | {
+            vi.name for vi in inferred.graph.value_info if vi.type.tensor_type.elem_type}
+        rankless, untold = [n for n in failed if n in elem], [n for n in failed if n not in elem]
+        if untold:
+            notes.append(f"{len(untold)} tensor(s) left out: neither shape inference nor the run (an If branch that "
+                         "did not run, or a failed run) tells their type: " + some(untold, 5, str))
+        if rankless:
+            notes.append(f"{len(rankless)} tensor(s) left out: their element type is known but not their rank, which a "
+                         "graph output must declare, and the run that would tell it failed: " + some(rankless, 5, str))
     # a model output already (a sequence output too, which mark_pass leaves out unmarked) adds nothing
     outputs = {o.name for o in lazy.proto.graph.output} | {m.output for m in marked if not m.added}
     pending = [r for r in refs if r.name not in outputs]
@@ -384,8 +393,11 @@ def extract(
             why = (f"the run to see it failed: {run_failed}" if run_failed else
                    "the run on these inputs did not give it (an If branch that did not run, an empty value: give inputs "
                    "with --input/--shape)")
-            raise ModelError(f"cannot find the type of {some(left, 5)}: shape inference does not "
-                             f"know it and {why}")
+            rankless = [n for n in left if (types.get(n) is not None and types[n].HasField("tensor_type")
+                                            and types[n].tensor_type.elem_type)]
+            what = ("its element type is known but not its rank, which the cut's inputs and outputs must declare,"
+                    if len(rankless) == len(left) else "shape inference does not know it")
+            raise ModelError(f"cannot find the type of {some(left, 5)}: {what} and {why}")
     types.update(found)
     del inferred
     sub = extract_pass(lazy.proto, c, types)
