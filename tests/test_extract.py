@@ -625,3 +625,15 @@ def test_cut_names_are_typed_as_listings_print_them(tmp_path):
     np.testing.assert_allclose(got, np.exp(x), rtol=1e-6)  # the oracle: the one node of the cut, Exp
     r = CliRunner().invoke(app, ["extract", str(tmp_path / "m.onnx"), "-o", str(tmp_path / "c2.onnx"), "--from", "new\\nlin"])
     assert r.exit_code == 2 and "did you mean 'new\\nline'?" in r.stderr, r.stderr
+
+
+def test_a_to_that_is_a_graph_input_is_said_so(tmp_path):
+    """`--to` a graph input: nothing computes it, so 'give a --from it is computed from' could not be followed (and
+    --from of it is refused as among the cut's inputs). It is said to be a graph input."""
+    m = make_model([helper.make_node("Sigmoid", ["x"], ["w"], name="sig"), helper.make_node("Add", ["w", "k"], ["y"], name="add")],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2]), helper.make_tensor_value_info("k", TensorProto.FLOAT, [2])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    onnx.save(m, tmp_path / "m.onnx")
+    r = invoke("extract", str(tmp_path / "m.onnx"), "-o", str(tmp_path / "o.onnx"), "--from", "w", "--to", "k")
+    assert r.exit_code == 2 and "'k' is a graph input (no node computes it): give a --to a node computes" in r.stderr, r.output
+    assert "computed without" not in r.stderr and not (tmp_path / "o.onnx").exists()

@@ -303,6 +303,8 @@ def _unreached_message(model: onnx.ModelProto, ins: list[str], outs: list[str], 
         if default_outputs:
             return lambda say: (f"model output {y!r} does not depend on {say(FROM)} {xs}, and without {say(TO)} the cut "
                                 f"ends at every model output; {_outputs_hint(say, outs, downstream)}")
+        if y not in producer and y in {i.name for i in g.input}:  # no node computes it: no --from can make it depend
+            return lambda say: (f"{say(TO)} {y!r} is a graph input (no node computes it): give a {say(TO)} a node computes")
         src = [t for t in node_inputs(producer[y]) if t not in const] if y in producer else []
         many = len(ins) != 1
         return lambda say: (
