@@ -337,7 +337,10 @@ def merge_reports(reports: list[dict]) -> dict:
                 h = h.merge(Histogram.from_dict(t["histogram"]))
         st = m.stats()
         out = {k: v for k, v in base.items() if k not in ("moments", "histogram")}
-        out["shape"] = _merged_shape([r["tensors"][i].get("shape") for r in reports])
+        # the shapes of the shards where the tensor ran: one where it did not (an If branch not taken) holds the shape
+        # the model declares (a '?' batch dimension), not a runtime one; all of them where it ran nowhere
+        ran = [r["tensors"][i] for r in reports if r["tensors"][i].get("status") != "not run"]
+        out["shape"] = _merged_shape([t.get("shape") for t in (ran or [r["tensors"][i] for r in reports])])
         out.update(st.to_dict())
         if "status" in out:  # of the merged count: a branch one shard never took may have run in another
             out["status"] = values_status(st.count, out["shape"], out.get("not_observed"))

@@ -1,0 +1,47 @@
+"""``merge-stats``: a tensor of an If branch that did not run in one shard holds there the shape the model declares
+('?' for its batch), not a runtime one; merged in, it turned the merged shape to '?x8' where one run over the same
+batches (and every batch in which it ran) says 1x8. The shards where it ran give the shape."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto as T
+from onnx import helper as h
+from onnx import numpy_helper as nh
+
+from onnxprobe import api
+
+
+def _if_model(path) -> str:
+    x, y = h.make_tensor_value_info("x", T.FLOAT, ["N", 8]), h.make_tensor_value_info("y", T.FLOAT, ["N", 8])
+    then = h.make_graph([h.make_node("Mul", ["x", "two"], ["t"], name="tmul")], "then", [], [h.make_tensor_value_info("t", T.FLOAT, ["N", 8])])
+    els = h.make_graph([h.make_node("Mul", ["x", "mone"], ["e"], name="emul")], "else", [], [h.make_tensor_value_info("e", T.FLOAT, ["N", 8])])
+    nodes = [h.make_node("ReduceSum", ["x"], ["s"], keepdims=0, name="rs"), h.make_node("Greater", ["s", "zero"], ["c"], name="gt"),
+             h.make_node("If", ["c"], ["y"], then_branch=then, else_branch=els, name="if1")]
+    g = h.make_graph(nodes, "g", [x], [y], [nh.from_array(np.array(2, np.float32), "two"),
+                                            nh.from_array(np.array(-1, np.float32), "mone"), nh.from_array(np.array(0, np.float32), "zero")])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, path)
+    return str(path)
+
+
+def test_a_branch_that_did_not_run_in_a_shard_leaves_the_merged_shape_alone(tmp_path):
+    model = _if_model(tmp_path / "if.onnx")
+    batches = {"p": np.full((2, 8), 3, np.float32), "n": np.full((1, 8), -5, np.float32)}  # then-branch / else-branch
+    reports = {}
+    for name, x in [*batches.items(), ("all", None)]:
+        d = tmp_path / name
+        d.mkdir()
+        for k, v in batches.items():
+            if x is None or k == name:
+                np.savez(d / f"{k}.npz", x=v)
+        reports[name] = api.report(api.layers_dataset(model, str(d), api.Selection(all=True)))
+    merged = api.merge_stats([reports["p"], reports["n"]])
+    one = {t["name"]: t for t in reports["all"]["tensors"]}
+    got = {t["name"]: t for t in merged["tensors"]}
+    # the oracle: the branch's tensor has its batch's shape (t: 2x8 from p, e: 1x8 from n), as the one run says
+    assert got["t"]["shape"] == one["t"]["shape"] == [2, 8]
+    assert got["e"]["shape"] == one["e"]["shape"] == [1, 8]
+    assert got["e"]["count"] == one["e"]["count"] == 8
