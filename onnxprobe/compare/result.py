@@ -17,7 +17,7 @@ from onnxprobe.errors import UsageError, in_words, said, setting_error
 from onnxprobe.match.engine import OTHER_VALUES, Matching, Pair, Unmatched
 from onnxprobe.stats.metrics import IntroducedError, PairMetrics, Tolerance, mapped_not_compared
 from onnxprobe.text import as_word, some
-from onnxprobe.types import NO_NUMBERS, SORTS, UNPAIRED, forward_name
+from onnxprobe.types import DIFFERENT_FUNCTION, NO_NUMBERS, SORTS, UNPAIRED, forward_name
 
 
 @dataclass
@@ -121,9 +121,11 @@ class DiffResult:
 
     @property
     def unpaired_outputs(self) -> list[Unmatched]:
-        """Model outputs (for gradients: weight gradients) that nothing on the other side stood for."""
+        """Model outputs (for gradients: weight gradients) that nothing on the other side stood for, or whose candidate
+        is another function of the data (of a forward diff: a weight gradient held otherwise, transposed or merged, is
+        said apart): no pass is earned beside them (other pairs agreeing say nothing of them)."""
         return [u for u in self.matching.unmatched_a + self.matching.unmatched_b
-                if u.obs.is_output and u.cause in UNPAIRED]
+                if u.obs.is_output and (u.cause in UNPAIRED or (u.cause == DIFFERENT_FUNCTION and self.grad is None))]
 
     def verdict(self) -> tuple[str, str]:
         """("pass" | "fail" | "error", one line): error when nothing was compared (the gradients of a

@@ -136,6 +136,9 @@ class MatchState:
         if _swapped(i, j, read_a, to_a, obs_a, obs_b, self.used_a, self.used_b, self.readers_b, self.index_a) or \
                 _swapped(j, i, read_b, to_b, obs_b, obs_a, self.used_b, self.used_a, self.readers_a, self.index_b):
             return False
+        if _read_by_another(i, j, read_b, to_b, obs_a, obs_b, self.readers_b, self.used_b) or \
+                _read_by_another(j, i, read_a, to_a, obs_b, obs_a, self.readers_a, self.used_a):
+            return False
         return not any(s is not None and not self.up_a(i, s) for s in to_a)
 
     def crossed_reads(self, i: int, j: int) -> tuple[str, str] | None:
@@ -148,7 +151,10 @@ class MatchState:
         return ("reads other tensors than it",) * 2 if self._crossed(*self._reads(i, j)) else None
 
     def other_reads(self, i: int, j: int) -> tuple[str, str] | None:
-        """``OtherReads`` by ``reads_alike``."""
+        """``OtherReads`` by ``reads_alike``; never of two model outputs, which always pair (what they compute is the
+        question a diff answers: two models whose weights were swapped between layers differ there)."""
+        if self.obs_a[i].is_output and self.obs_b[j].is_output:
+            return None
         return None if self.reads_alike(i, j) else ("reads other tensors than it",) * 2
 
     def other_integers(self, i: int, j: int) -> tuple[str, str] | None:
@@ -156,7 +162,10 @@ class MatchState:
         return None if (why := self.ints.why(i, j)) is None else (why, self.ints.why_b(i, j))
 
     def reads_renamed(self, i: int, j: int) -> tuple[str, str] | None:
-        """``OtherReads`` of a pair that reads a refused node-name candidate, which joins ``renamed``."""
+        """``OtherReads`` of a pair that reads a refused node-name candidate, which joins ``renamed``; not of two model
+        outputs (``other_reads``)."""
+        if self.obs_a[i].is_output and self.obs_b[j].is_output:
+            return None
         hit = next(((s, t) for s in self.obs_a[i].sources for t in self.obs_b[j].sources if (s, t) in self.renamed), None)
         if hit is not None:
             self.renamed.add((self.obs_a[i].name, self.obs_b[j].name))
@@ -235,6 +244,26 @@ def _readers(obs: list[Observable]) -> dict[str, list[int]]:
         for s in o.sources:
             out.setdefault(s, []).append(k)
     return out
+
+
+def _read_by_another(i: int, j: int, read_b: list[str], to_b: list, obs_a, obs_b, readers_b, used_b) -> bool:
+    """Whether a tensor A's ``i`` reads is paired with a B tensor that B's ``j`` does not read and that another B node
+    of ``i``'s op, paired with another A tensor, reads directly: that node reads what ``i`` reads, not ``j`` (two
+    residual blocks whose same-shaped
+    weights are swapped: block 0's Gemm in A paired by its weight's bytes with block 1's in B, which lies downstream of
+    block 0's input, so 'nowhere upstream' allowed it). A B node of another op between them (a Cast inserted) says
+    nothing, nor does one unpaired (x * e * 0.5 against x * (0.5 * e): B's first Mul reads x, unpaired), nor a pair of
+    two ops (a Conv with its BatchNormalization folded in against that BatchNormalization, whose Conv reads what the
+    folded one reads: ``match.folds``)."""
+    op = function_op(obs_a[i])
+    if function_op(obs_b[j]) != op:  # a Conv that took in its tails against the last tail: the bare Conv reads it
+        return False
+    for t in to_b:
+        if t is None or t in read_b or t.startswith("input:"):
+            continue
+        if any(k != j and k in used_b and function_op(obs_b[k]) == op for k in readers_b.get(t, ())):
+            return True
+    return False
 
 
 def _swapped(i: int, j: int, read_a: list[str], to_a: list, obs_a, obs_b, used_a, used_b, readers_b, idx_a) -> bool:
