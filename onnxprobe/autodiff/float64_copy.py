@@ -131,8 +131,12 @@ def _expand_in(g: onnx.GraphProto, types: dict, opset: int) -> None:
             return mk("ReduceMean", [t], out, axes=axes, keepdims=1)
 
         outs = list(n.output) + ["", ""]
-        mu = mean(x, outs[1] or f"{p}/mean")  # the optional Mean and InvStdDev outputs too (in float64, not
-        # in the float32 stash type, which made Add(float, double) for y = o + isd)
+        mu = mean(x, f"{p}/mean")  # the optional Mean and InvStdDev outputs too (in float64, not
+        # in the float32 stash type, which made Add(float, double) for y = o + isd); the Mean output a copy of the mean
+        # Y reads, not that tensor itself: --check perturbs what reads an output, and moving the mean Y subtracts with
+        # it measured another function (a right dL/dMean FAILed)
+        if outs[1]:
+            mk("Identity", [mu], outs[1])
         xc = mk("Sub", [x, mu], f"{p}/xc")
         var = mean(mk("Mul", [xc, xc], f"{p}/sq"), f"{p}/var")
         e = mk("Constant", [], f"{p}/eps", value=numpy_helper.from_array(np.array(eps, np.float32)))
@@ -140,7 +144,7 @@ def _expand_in(g: onnx.GraphProto, types: dict, opset: int) -> None:
         y = mk("Mul", [mk("Div", [xc, sd], f"{p}/xhat"), n.input[1]], f"{p}/scaled" if len(n.input) > 2 and n.input[2] else n.output[0])
         if len(n.input) > 2 and n.input[2]:
             mk("Add", [y, n.input[2]], n.output[0])
-        if outs[2]:
+        if outs[2]:  # read by nothing inside: its own node already
             mk("Reciprocal", [sd], outs[2])
     del g.node[:]
     g.node.extend(nodes)
