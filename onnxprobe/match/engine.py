@@ -323,16 +323,29 @@ def _same_inputs(st: MatchState) -> None:
     for j, o in enumerate(obs_b):
         if j not in used_b and o.sources:
             by_b.setdefault(key(o, o.sources), []).append(j)
-    count_a: dict[tuple, int] = {}
+    group_a: dict[tuple, list[int]] = {}
     for i, o in enumerate(obs_a):
         if i not in used_a and o.sources:
-            count_a[key(o, o.sources)] = count_a.get(key(o, o.sources), 0) + 1
+            group_a.setdefault(key(o, o.sources), []).append(i)
     for i in sorted(range(len(obs_a)), key=lambda k: obs_a[k].index):
         o = obs_a[i]
-        if i in used_a or not o.sources or count_a.get(key(o, o.sources), 0) != 1:
+        if i in used_a or not o.sources:
             continue
+        group = group_a.get(key(o, o.sources), [])
         to = mapped(o)
         js = by_b.get(key(o, to, a_scope(o.scope)), []) if None not in to else []  # B's key: in B's scope names
         js = [j for j in js if j not in used_b]
-        if len(js) == 1 and like(o, obs_b[js[0]]):
-            take(i, js[0], f"{canonical(o.effective_op)} of tensors paired with what B's reads")
+        why = f"{canonical(o.effective_op)} of tensors paired with what B's reads"
+        if len(group) == 1 and len(js) == 1 and like(o, obs_b[js[0]], open_shapes=True):  # reads what B's reads: no
+            take(i, js[0], why)  # static shape needed
+        elif len(group) == len(js) > 1 and i == group[0] and _one_node(obs_a, group) and _one_node(obs_b, js):
+            # the outputs of one node on each side (an If's, a Split's): by their order
+            for ia, jb in zip(group, js):
+                if ia not in used_a and jb not in used_b and like(obs_a[ia], obs_b[jb], open_shapes=True):
+                    take(ia, jb, why)
+
+
+def _one_node(obs: list[Observable], ks: list[int]) -> bool:
+    """Whether the observables ``ks`` are outputs of one named node, in its outputs' order (as ``observe`` lists them)."""
+    nodes = {obs[k].node for k in ks}
+    return len(nodes) == 1 and "" not in nodes and ks == sorted(ks)

@@ -103,9 +103,9 @@ class MatchState:
                 scope = scope.replace(f"_branch/{na}{attr}", f"_branch/{nb}{attr}")
         return scope
 
-    def like(self, x: Observable, y: Observable) -> bool:
+    def like(self, x: Observable, y: Observable, open_shapes: bool = False) -> bool:
         """``alike`` with the weights both models hold and B's names for A's If-branch scopes."""
-        return alike(x, y, self.shared, self.a_scope)
+        return alike(x, y, self.shared, self.a_scope, open_shapes)
 
     def _reads(self, i: int, j: int) -> tuple[list, list, list, list]:
         """(what A's ``i`` reads, what B's ``j`` reads, the former as B's tensors paired with them, the latter as A's):
@@ -282,15 +282,17 @@ def _swapped(i: int, j: int, read_a: list[str], to_a: list, obs_a, obs_b, used_a
     return bool(between & after)
 
 
-def alike(a: Observable, b: Observable, shared: set[str], a_scope=None) -> bool:
+def alike(a: Observable, b: Observable, shared: set[str], a_scope=None, open_shapes: bool = False) -> bool:
     """Whether ``a`` and ``b`` may be one function of the data, by what they are: the same op and scope,
     shapes that agree, no Relu folded into one side's quantization range against a tensor the other
     model's Relu reads (Relu(x) against x: the pairing by key takes the Relu's output), and not each
     reading weights both models hold (``shared``, by value) that the other does not, nor each reading a
-    weight of a size the other reads none of (Conv(x, W 1x1) against Conv(x, W 3x3), whatever the values)."""
+    weight of a size the other reads none of (Conv(x, W 1x1) against Conv(x, W 3x3), whatever the values).
+    ``open_shapes``: two tensors of no static shape may pair (an If whose branches leave its rank open, and what reads
+    it: torch's squeeze(-1)), where what they read says they are one function (``engine._same_inputs``)."""
     relu_folded = (a.floor_zero and b.relu) or (b.floor_zero and a.relu)
-    return (_same_function_op(a, b) and a.shape is not None and b.shape is not None
-            and shapes_agree(a.shape, b.shape) and (a_scope(a.scope) if a_scope else a.scope) == b.scope and not relu_folded
+    known = a.shape is not None and b.shape is not None and shapes_agree(a.shape, b.shape)
+    return (_same_function_op(a, b) and (known or (open_shapes and a.shape is None and b.shape is None)) and (a_scope(a.scope) if a_scope else a.scope) == b.scope and not relu_folded
             and not contradicts(a, b, shared) and not other_settings(a, b))
 
 
