@@ -17,6 +17,7 @@ def _pool_geometry(g, x: str) -> Geometry:
     k = list(g.attr("kernel_shape"))
     s = list(g.attr("strides") or [1] * n)
     d = list(g.attr("dilations") or [1] * n)
+    _refuse_same_dilated(g, d)
     pb, pe = auto_pads(g, x, k, s, d)
     # windows that start inside the input but run past the padded end (ceil_mode=1, or an input smaller than
     # the kernel, where onnxruntime still makes one window): pad the end further
@@ -28,6 +29,17 @@ def _pool_geometry(g, x: str) -> Geometry:
     elif g.attr("ceil_mode", 0):
         raise g.unknown_size("ceil_mode=1 needs static spatial input and output sizes")
     return Geometry(n, k, s, d, pb, pe, 1)
+
+
+def _refuse_same_dilated(g, d: list[int]) -> None:
+    """onnxruntime pads a dilated pool of auto_pad SAME_* as if undilated (1x2x4 out of 6 where the spec and shape
+    inference say 1x2x6): the gradient of the spec's windows is not that of what it computed (its weight on other
+    columns), and the sizes the backward graph is built for are not the run's. Refused, in one line."""
+    auto = g.attr("auto_pad", b"NOTSET")
+    auto = auto.decode() if isinstance(auto, bytes) else str(auto)
+    if auto.startswith("SAME") and any(v != 1 for v in d):
+        raise g.fail(f"auto_pad={auto} with dilations {d}: onnxruntime pads such a pool otherwise than the ONNX spec, "
+                     "so no gradient rule holds for what it computes (give explicit pads)")
 
 
 def _scatter_windows(g, stacked: str, kernel: np.ndarray, x: str, geo: Geometry) -> str:
@@ -53,6 +65,7 @@ def max_pool(g):
     for each kernel offset k, a strided slice of x equal to y marks the first maximum; the marked dy
     values are placed back with a one-hot ConvTranspose."""
     x, y = g.x[0], g.y[0]
+    _refuse_same_dilated(g, list(g.attr("dilations") or []))
     if g.opset >= 16 and g.attr("storage_order", 0) == 0:
         idx = g.forward_output(1, "indices")
         size = g.Reshape(g.Size(x), g.ints([1]))
