@@ -12,6 +12,7 @@ from onnx import TensorProto as T
 from onnx import helper as h
 from onnx import numpy_helper as nh
 
+from conftest import make_model
 from onnxprobe import api
 from test_diff import _run_with_outputs
 
@@ -38,10 +39,7 @@ def _build(path, p, two_outputs: bool = False) -> str:
     if two_outputs:
         nodes.append(h.make_node("Tanh", [p + "c"], ["z_" + p], name=p + "Tanh"))
         outputs.append(vi("z_" + p))
-    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [1, 4, 1])], outputs)
-    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
-    m.ir_version = 8
-    onnx.save(m, path)
+    onnx.save(make_model(nodes, [h.make_tensor_value_info("x", T.FLOAT, [1, 4, 1])], outputs), path)
     return str(path)
 
 

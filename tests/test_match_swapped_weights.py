@@ -15,6 +15,7 @@ from onnx import TensorProto as T
 from onnx import helper as h
 from onnx import numpy_helper as nh
 
+from conftest import make_model
 from onnxprobe import api
 from test_diff import _run_with_outputs
 from onnxprobe.types import DIFFERENT_FUNCTION
@@ -37,11 +38,8 @@ def _build(path, order, pre) -> str:
                   h.make_node("Add", [cur, p + "back"], [p + "res"], name=p + "Add")]
         cur = p + "res"
     nodes.append(h.make_node("Identity", [cur], ["y_" + pre], name="out"))
-    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [2, 4, 8])],
-                     [h.make_tensor_value_info("y_" + pre, T.FLOAT, [2, 4, 8])], inits)
-    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
-    m.ir_version = 8
-    onnx.save(m, path)
+    onnx.save(make_model(nodes, [h.make_tensor_value_info("x", T.FLOAT, [2, 4, 8])],
+                         [h.make_tensor_value_info("y_" + pre, T.FLOAT, [2, 4, 8])], inits), path)
     return str(path)
 
 

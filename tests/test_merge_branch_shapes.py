@@ -10,6 +10,7 @@ from onnx import TensorProto as T
 from onnx import helper as h
 from onnx import numpy_helper as nh
 
+from conftest import make_model
 from onnxprobe import api
 
 
@@ -19,11 +20,8 @@ def _if_model(path) -> str:
     els = h.make_graph([h.make_node("Mul", ["x", "mone"], ["e"], name="emul")], "else", [], [h.make_tensor_value_info("e", T.FLOAT, ["N", 8])])
     nodes = [h.make_node("ReduceSum", ["x"], ["s"], keepdims=0, name="rs"), h.make_node("Greater", ["s", "zero"], ["c"], name="gt"),
              h.make_node("If", ["c"], ["y"], then_branch=then, else_branch=els, name="if1")]
-    g = h.make_graph(nodes, "g", [x], [y], [nh.from_array(np.array(2, np.float32), "two"),
-                                            nh.from_array(np.array(-1, np.float32), "mone"), nh.from_array(np.array(0, np.float32), "zero")])
-    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
-    m.ir_version = 8
-    onnx.save(m, path)
+    consts = [nh.from_array(np.array(v, np.float32), k) for k, v in (("two", 2), ("mone", -1), ("zero", 0))]
+    onnx.save(make_model(nodes, [x], [y], consts), path)
     return str(path)
 
 
