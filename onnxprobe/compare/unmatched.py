@@ -12,7 +12,7 @@ from onnx import TensorProto
 
 from onnxprobe.compare.sides import Side
 from onnxprobe.errors import said
-from onnxprobe.types import NO_SCALE
+from onnxprobe.types import DIFFERENT_FUNCTION, NO_SCALE
 from onnxprobe.graph.constants import constant_arrays
 from onnxprobe.graph.shapes import static_shape, value_types
 from onnxprobe.graph.walk import constant_tensors
@@ -98,8 +98,12 @@ def explain_unmatched(matching: Matching, a: Side, b: Side) -> None:
                                          (b, a, matching.unmatched_b, lambda p: (p.b.name, p.a.name))):
         if side is b and not b.runner.takes_feeds:
             continue
-        _copies_and_constants(side, other, [u for u in items if u.cause == NO_COUNTERPART],
-                              dict(pairs_of(p) for p in matching.pairs), "B" if side is a else "A")
+        paired = dict(pairs_of(p) for p in matching.pairs)
+        _copies_and_constants(side, other, [u for u in items if u.cause == NO_COUNTERPART], paired, "B" if side is a else "A")
+        # a tensor whose namesake is another function may still hold a compared tensor's values (onnxslim drops an Add
+        # of a zero bias, the MatMul before it taking its name): that, not 'another layer', is what it is
+        _copies_and_constants(side, other, [u for u in items if u.cause == DIFFERENT_FUNCTION], paired,
+                              "B" if side is a else "A", copies_only=True)
     opaque: dict[int, set[str]] = {}
 
     def opaque_of(side: Side) -> set[str]:  # ``_opaque`` of a side once: both steps below ask it of A
@@ -233,7 +237,8 @@ def _mapped_away(matching: Matching) -> set[int]:
     return done
 
 
-def _copies_and_constants(side: Side, other: Side, todo: list[Unmatched], paired: dict[str, str], there: str) -> None:
+def _copies_and_constants(side: Side, other: Side, todo: list[Unmatched], paired: dict[str, str], there: str,
+                          copies_only: bool = False) -> None:
     """``todo`` (``side``'s unmatched tensors): one that holds the values of a tensor of its model that is
     compared (a float-to-float Cast onnxruntime removed, an Identity an exporter added) says so; one the
     other model holds as a constant of that name (constant folding) says that."""
@@ -245,7 +250,8 @@ def _copies_and_constants(side: Side, other: Side, todo: list[Unmatched], paired
     consts = {t.name for t in other.model.proto.graph.initializer} | {
         o for n in other.model.proto.graph.node if n.op_type == "Constant" for o in n.output}
 
-    small = constant_arrays(model.graph, 16)  # a neutral operand is one element
+    # a neutral operand: one element, or a whole bias of zeros (onnxslim drops BERT's zero-initialised biases)
+    small = constant_arrays(model.graph, 1 << 16)
     consumers: dict[str, list] = {}
     for n in model.graph.node:
         for i in dict.fromkeys(n.input):
@@ -254,7 +260,7 @@ def _copies_and_constants(side: Side, other: Side, todo: list[Unmatched], paired
         x, first = u.obs.name, None
         for _ in range(16):
             n = producer.get(x)
-            data = _neutral_operand(n, small) if n is not None else None
+            data = _neutral_operand(n, small, types) if n is not None else None
             if data is not None:
                 first, x = first or f"{n.op_type} with the constant {NEUTRAL[n.op_type]:g}", data
                 if x in paired:
@@ -273,7 +279,7 @@ def _copies_and_constants(side: Side, other: Side, todo: list[Unmatched], paired
         elif below is not None:
             u.reason = f"its values are compared as {below[0]!r} (a {below[1]} that keeps them), with {there}'s {paired[below[0]]!r}"
             u.cause = COPY
-        elif u.obs.name in consts:
+        elif u.obs.name in consts and not copies_only:
             u.reason = f"a constant in {there} (folded into one of that name): computed from weights alone there"
             u.cause = FOLDED
 
@@ -331,15 +337,30 @@ def _held_below(name: str, consumers: dict, types: dict, paired: dict) -> tuple[
     return None
 
 
-NEUTRAL = {"Mul": 1.0, "Div": 1.0, "Add": 0.0, "Sub": 0.0}  # x op c == x for every x where c is this everywhere
+NEUTRAL = {"Mul": 1.0, "Div": 1.0, "Add": 0.0, "Sub": 0.0}
 
 
-def _neutral_operand(n, small: dict) -> str | None:
+def _same_static_shape(types: dict, a: str, b: str) -> bool:
+    sa, sb = static_shape(types.get(a)), static_shape(types.get(b))
+    return sa is not None and sa == sb and all(isinstance(d, int) for d in sa)  # x op c == x for every x where c is this everywhere
+
+
+def _neutral_operand(n, small: dict, types: dict | None = None) -> str | None:
     """The data input of a node that returns it unchanged: a multiplication or division by a constant 1, an
-    addition or subtraction of a constant 0, of one element (it broadcasts without changing the shape).
-    onnxruntime removes such nodes (PP-OCRv4 rec's Mul by [1.]), so the other model has no tensor of theirs."""
+    addition or subtraction of a constant 0, of one element (it broadcasts without changing the shape), or of more,
+    every one of them that value, where the output's shape is the data input's (inference gives both, every dim
+    known). onnxruntime removes such nodes (PP-OCRv4 rec's Mul by [1.]), onnxslim an Add of a bias of zeros (a freshly
+    initialised BERT's), so the other model has no tensor of theirs."""
     if n.op_type not in NEUTRAL or len(n.input) != 2:
         return None
+    sides = [(0, 1)] if n.op_type in ("Div", "Sub") else [(0, 1), (1, 0)]
+    for d, c in sides:
+        v = small.get(n.input[c])
+        if v is None or v.dtype.kind != "f" or not v.size or not (v == NEUTRAL[n.op_type]).all():
+            continue
+        if v.size == 1 or _same_static_shape(types or {}, n.input[d], n.output[0]):
+            return n.input[d]
+    return None
     sides = [(0, 1)] if n.op_type in ("Div", "Sub") else [(0, 1), (1, 0)]
     for d, c in sides:
         v = small.get(n.input[c])
