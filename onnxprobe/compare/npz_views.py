@@ -56,10 +56,19 @@ def _levels(u: np.ndarray, eps: float) -> tuple[float, float, float] | None:
 def _clipped(x: np.ndarray, y: np.ndarray, grid: tuple[float, float, float]) -> int | None:
     """How many elements of x the grid's ends clip, where ``y`` is x quantized onto ``grid``; else None."""
     step, lo, hi = grid
+    eps = max(float(np.finfo(x.dtype).eps), float(np.finfo(y.dtype).eps))
+    # another tensor of the shape (most candidates) fails on its first values, before float64 copies of them all
+    if _off_grid(x.ravel()[:1024].astype(np.float64), y.ravel()[:1024].astype(np.float64), step, lo, hi, eps) is None:
+        return None
     x64, y64 = x.astype(np.float64).ravel(), y.astype(np.float64).ravel()
     if not np.isfinite(x64).all() or np.array_equal(x64, y64):  # a copy of x (a mask on its grid already) is no view
         return None
-    eps = max(float(np.finfo(x.dtype).eps), float(np.finfo(y.dtype).eps))
+    return _off_grid(x64, y64, step, lo, hi, eps)
+
+
+def _off_grid(x64: np.ndarray, y64: np.ndarray, step: float, lo: float, hi: float, eps: float) -> int | None:
+    """How many of ``y64`` lie further than half a step from ``x64``, each at an end of the grid that x lies beyond
+    (clipped by the range); None where one lies further elsewhere (no quantization of x)."""
     slack = step * (0.5 + 1e-3) + 8 * eps * float(np.abs(x64).max(initial=0.0))
     off = np.abs(y64 - x64) > slack
     if not off.any():
