@@ -116,8 +116,9 @@ def _expand_in(g: onnx.GraphProto, types: dict, opset: int) -> None:
         p = f"{n.name or n.output[0]}/onnxprobe.expanded"
         x = n.input[0]
 
-        def mk(op, ins, out, **kw):
-            nodes.append(helper.make_node(op, ins, [out], name=f"{p}/{out.rsplit('/', 1)[-1]}", **kw))
+        def mk(op, ins, out, role=None, **kw):  # a node writing one of the node's outputs named by its role: the
+            # output's own name may be an inner one's ('mean', 'var'), and two nodes of one name make no model
+            nodes.append(helper.make_node(op, ins, [out], name=f"{p}/{role or out.rsplit('/', 1)[-1]}", **kw))
             return out
 
         # one Constant of the axes for both means: two Constants writing one name left onnx's shape inference
@@ -136,16 +137,18 @@ def _expand_in(g: onnx.GraphProto, types: dict, opset: int) -> None:
         # Y reads, not that tensor itself: --check perturbs what reads an output, and moving the mean Y subtracts with
         # it measured another function (a right dL/dMean FAILed)
         if outs[1]:
-            mk("Identity", [mu], outs[1])
+            mk("Identity", [mu], outs[1], role="Mean.out")
         xc = mk("Sub", [x, mu], f"{p}/xc")
         var = mean(mk("Mul", [xc, xc], f"{p}/sq"), f"{p}/var")
         e = mk("Constant", [], f"{p}/eps", value=numpy_helper.from_array(np.array(eps, np.float32)))
         sd = mk("Sqrt", [mk("Add", [var, e], f"{p}/var_eps")], f"{p}/std")
-        y = mk("Mul", [mk("Div", [xc, sd], f"{p}/xhat"), n.input[1]], f"{p}/scaled" if len(n.input) > 2 and n.input[2] else n.output[0])
-        if len(n.input) > 2 and n.input[2]:
-            mk("Add", [y, n.input[2]], n.output[0])
+        biased = len(n.input) > 2 and n.input[2]
+        y = mk("Mul", [mk("Div", [xc, sd], f"{p}/xhat"), n.input[1]], f"{p}/scaled" if biased else n.output[0],
+               role=None if biased else "Y.out")
+        if biased:
+            mk("Add", [y, n.input[2]], n.output[0], role="Y.out")
         if outs[2]:  # read by nothing inside: its own node already
-            mk("Reciprocal", [sd], outs[2])
+            mk("Reciprocal", [sd], outs[2], role="InvStdDev.out")
     del g.node[:]
     g.node.extend(nodes)
 
@@ -169,8 +172,9 @@ def _double_kernels(g: onnx.GraphProto, opset: int) -> None:
         p, x, y = f"{n.name or n.output[0]}/onnxprobe.expanded", n.input[0], n.output[0]
         lambd, bias = float(np.float32(attrs.get("lambd", 0.5))), float(np.float32(attrs.get("bias", 0.0)))
 
-        def mk(op, ins, out, **kw):
-            nodes.append(helper.make_node(op, ins, [out], name=f"{p}/{out.rsplit('/', 1)[-1]}", **kw))
+        def mk(op, ins, out, role=None, **kw):  # a node writing one of the node's outputs named by its role: the
+            # output's own name may be an inner one's ('mean', 'var'), and two nodes of one name make no model
+            nodes.append(helper.make_node(op, ins, [out], name=f"{p}/{role or out.rsplit('/', 1)[-1]}", **kw))
             return out
 
         def const(v, out):
