@@ -172,9 +172,8 @@ def _double_kernels(g: onnx.GraphProto, opset: int) -> None:
         p, x, y = f"{n.name or n.output[0]}/onnxprobe.expanded", n.input[0], n.output[0]
         lambd, bias = float(np.float32(attrs.get("lambd", 0.5))), float(np.float32(attrs.get("bias", 0.0)))
 
-        def mk(op, ins, out, role=None, **kw):  # a node writing one of the node's outputs named by its role: the
-            # output's own name may be an inner one's ('mean', 'var'), and two nodes of one name make no model
-            nodes.append(helper.make_node(op, ins, [out], name=f"{p}/{role or out.rsplit('/', 1)[-1]}", **kw))
+        def mk(op, ins, out, **kw):
+            nodes.append(helper.make_node(op, ins, [out], name=f"{p}/{out.rsplit('/', 1)[-1]}", **kw))
             return out
 
         def const(v, out):

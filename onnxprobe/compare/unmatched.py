@@ -337,12 +337,13 @@ def _held_below(name: str, consumers: dict, types: dict, paired: dict) -> tuple[
     return None
 
 
-NEUTRAL = {"Mul": 1.0, "Div": 1.0, "Add": 0.0, "Sub": 0.0}
+NEUTRAL = {"Mul": 1.0, "Div": 1.0, "Add": 0.0, "Sub": 0.0}  # x op c == x for every x where c is this everywhere
 
 
 def _same_static_shape(types: dict, a: str, b: str) -> bool:
+    """Whether inference gives ``a`` and ``b`` one shape, every dim a number."""
     sa, sb = static_shape(types.get(a)), static_shape(types.get(b))
-    return sa is not None and sa == sb and all(isinstance(d, int) for d in sa)  # x op c == x for every x where c is this everywhere
+    return sa is not None and sa == sb and all(isinstance(d, int) for d in sa)
 
 
 def _neutral_operand(n, small: dict, types: dict | None = None) -> str | None:
@@ -359,11 +360,5 @@ def _neutral_operand(n, small: dict, types: dict | None = None) -> str | None:
         if v is None or v.dtype.kind != "f" or not v.size or not (v == NEUTRAL[n.op_type]).all():
             continue
         if v.size == 1 or _same_static_shape(types or {}, n.input[d], n.output[0]):
-            return n.input[d]
-    return None
-    sides = [(0, 1)] if n.op_type in ("Div", "Sub") else [(0, 1), (1, 0)]
-    for d, c in sides:
-        v = small.get(n.input[c])
-        if v is not None and v.size == 1 and v.dtype.kind == "f" and float(v.flat[0]) == NEUTRAL[n.op_type]:
             return n.input[d]
     return None
