@@ -205,8 +205,8 @@ def _undo_contradicted(st: MatchState) -> None:
     crossed branches; what reads the pairs that stand is paired again), those that read node-name
     candidates refused (the transpose of one another), and integer pairs (shape computations, indices) of
     other functions, each with what reads them in turn."""
-    unpaired = [(p.a.name, p.b.name) for p, (i, j) in zip(st.pairs, st.made) if p.strategy == "structural" and st.other_reads(i, j)]
-    if st.unpair_structural(st.other_reads):
+    unpaired = st.unpair_structural(st.other_reads)
+    if unpaired:
         # what was paired for reading them (a Reshape after two Gemms paired crosswise) reads other functions too
         st.renamed.update(unpaired)
         _same_inputs(st)

@@ -195,13 +195,15 @@ class MatchState:
         self.b_to_a.pop(p.b.name, None)
         return p, i, j
 
-    def unpair_structural(self, other_reads: OtherReads, strategy: str = "structural") -> bool:
+    def unpair_structural(self, other_reads: OtherReads, strategy: str = "structural") -> list[tuple[str, str]]:
         """Unpair the pairs made by ``strategy`` whose tensors, by what they read, are other functions of the data
-        (as ``other_reads`` now tells: why, for each side); True when any was."""
+        (as ``other_reads`` now tells: why, for each side); the (A, B) names of those undone (empty: none was)."""
         bad = [(k, why) for k, (p, (i, j)) in enumerate(zip(self.pairs, self.made))
                if p.strategy == strategy and (why := other_reads(i, j))]
+        undone = []
         for k, why in reversed(bad):
             p, i, j = self.unpair(k)
+            undone.append((p.a.name, p.b.name))
             if isinstance(why[0], Unknown) or isinstance(why[1], Unknown):  # not shown to be one function, nor other
                 self.why_a[i], self.why_b[j] = f"{strategy} candidate {p.b.name} in B: {why[0]}", f"{strategy} candidate {p.a.name} in A: {why[1]}"
                 continue
@@ -210,7 +212,7 @@ class MatchState:
             self.why_b[j] = f"{strategy} candidate {p.a.name} in A: it {why[1]} (another function of the data)"
             self.other_a.add(i)
             self.other_b.add(j)
-        return bool(bad)
+        return undone
 
 
 def _ancestry(obs: list[Observable]):
@@ -249,9 +251,8 @@ def _readers(obs: list[Observable]) -> dict[str, list[int]]:
 def _read_by_another(i: int, j: int, read_b: list[str], to_b: list, obs_a, obs_b, readers_b, used_b) -> bool:
     """Whether a tensor A's ``i`` reads is paired with a B tensor that B's ``j`` does not read and that another B node
     of ``i``'s op, paired with another A tensor, reads directly: that node reads what ``i`` reads, not ``j`` (two
-    residual blocks whose same-shaped
-    weights are swapped: block 0's Gemm in A paired by its weight's bytes with block 1's in B, which lies downstream of
-    block 0's input, so 'nowhere upstream' allowed it). A B node of another op between them (a Cast inserted) says
+    residual blocks whose same-shaped weights are swapped: block 0's Gemm in A paired by its weight's bytes with block
+    1's in B, which lies downstream of block 0's input, so 'nowhere upstream' allowed it). A B node of another op between them (a Cast inserted) says
     nothing, nor does one unpaired (x * e * 0.5 against x * (0.5 * e): B's first Mul reads x, unpaired), nor a pair of
     two ops (a Conv with its BatchNormalization folded in against that BatchNormalization, whose Conv reads what the
     folded one reads: ``match.folds``)."""
@@ -292,8 +293,9 @@ def alike(a: Observable, b: Observable, shared: set[str], a_scope=None, open_sha
     it: torch's squeeze(-1)), where what they read says they are one function (``engine._same_inputs``)."""
     relu_folded = (a.floor_zero and b.relu) or (b.floor_zero and a.relu)
     known = a.shape is not None and b.shape is not None and shapes_agree(a.shape, b.shape)
-    return (_same_function_op(a, b) and (known or (open_shapes and a.shape is None and b.shape is None)) and (a_scope(a.scope) if a_scope else a.scope) == b.scope and not relu_folded
-            and not contradicts(a, b, shared) and not other_settings(a, b))
+    shaped = known or (open_shapes and a.shape is None and b.shape is None)
+    return (_same_function_op(a, b) and shaped and (a_scope(a.scope) if a_scope else a.scope) == b.scope
+            and not relu_folded and not contradicts(a, b, shared) and not other_settings(a, b))
 
 
 def _same_function_op(a: Observable, b: Observable) -> bool:
