@@ -456,7 +456,7 @@ def merge_stats(reports: list) -> dict:
     ``layers --inputs-dir`` (counts and extremes combine, sums are exact (Shewchuk partials),
     histograms add) or those of ``diff --inputs-dir`` (every pair's sums pooled, the metrics and the
     verdict recomputed). Reports of different models, selections or kinds are refused."""
-    from onnxprobe.graph.external import protect_external_data
+    from onnxprobe.graph.external import protect_models
     from onnxprobe.stats.merge import check_report, described_models, merge_reports, read_json_report, shard_name
     from onnxprobe.compare.merge_diff import check_diff_report, is_diff_report, merge_diff_reports
     from onnxprobe.stats.shard_fields import check_diff_fields, check_layers_fields
@@ -472,8 +472,8 @@ def merge_stats(reports: list) -> dict:
             raise UsageError(f"reports[{k}]: expected a report path, a dict or a dataset result, got {type(r).__name__} "
                              f"{clip(controls(repr(r)), 40)}")
         d = dict(r) if isinstance(r, dict) else read_json_report(r)
-        if not isinstance(r, dict):  # the weights of the models it describes are never written over either
-            protect_external_data(described_models(d, d["_path"]), "the external data of a model the reports describe")
+        if not isinstance(r, dict):  # --json never overwrites the models the shards describe, nor their weights
+            protect_models(described_models(d, d["_path"]), "a model the reports describe")
         d.setdefault("_path", f"report {k}")
         d["_path"] = shard_name(d["_path"], k + 1)
         # what it is, first: a JSON file that is no report is said to be one, not a shard given twice

@@ -93,16 +93,17 @@ class ExternalFile:
     problem: ExtentProblem | None = None  # it does not hold its tensors (truncated, a length entry that disagrees)
 
 
-def protect_external_data(models: list[str], why: str) -> None:
-    """Keep every output from the external data files of the model files ``models`` (``fileio.protect``, ``why`` said
-    in the refusal): a path that does not read as a model (a file that took its name since) has none."""
+def protect_models(models: list[str], what: str) -> None:
+    """Keep every output from the model files ``models`` and their external data files (``fileio.protect``; ``what``
+    they are, said in the refusal): a path that does not read as a model (a file that took its name since) has none."""
     for model in models:
+        protect(model, what)
         try:
             files = external_files(onnx.load(model, load_external_data=False), os.path.dirname(os.path.abspath(model)))
         except Exception:  # noqa: BLE001 - not a model: nothing more to protect
             continue
         for f in files:
-            protect(str(f.path), why)
+            protect(str(f.path), f"the external data of {what}")
 
 
 def external_files(model: onnx.ModelProto, base_dir: str | os.PathLike) -> list[ExternalFile]:

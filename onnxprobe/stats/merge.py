@@ -53,8 +53,6 @@ def read_json_report(path: str | Path) -> dict:
                              f"{say.either('api.report(result) returns', 'written with --json')})")
     d["_path"] = str(p)
     protect(p, "an input report")
-    for model in described_models(d, p):  # --json never overwrites the models the shards describe either (their
-        protect(model, "a model the reports describe")  # external data: api.merge_stats, which may read models)
     return d
 
 
