@@ -252,9 +252,9 @@ def mark(
         marked = [m for m in marked if m.output not in set(failed)]
         # an element type known without a rank (com.microsoft's ops, typed from onnxruntime's schemas) is no output
         # declaration onnx's checker takes: said as such, not as a type nobody tells (inspect gives it)
-        elem = {vi.name for vi in model.graph.value_info if vi.type.tensor_type.elem_type} | {
-            vi.name for vi in inferred.graph.value_info if vi.type.tensor_type.elem_type}
-        rankless, untold = [n for n in failed if n in elem], [n for n in failed if n not in elem]
+        types = all_types(inferred)
+        rankless = [n for n in failed if _elem_known(types.get(n))]
+        untold = [n for n in failed if n not in rankless]
         if untold:
             notes.append(f"{len(untold)} tensor(s) left out: neither shape inference nor the run (an If branch that "
                          "did not run, or a failed run) tells their type: " + some(untold, 5, str))
@@ -393,8 +393,7 @@ def extract(
             why = (f"the run to see it failed: {run_failed}" if run_failed else
                    "the run on these inputs did not give it (an If branch that did not run, an empty value: give inputs "
                    "with --input/--shape)")
-            rankless = [n for n in left if (types.get(n) is not None and types[n].HasField("tensor_type")
-                                            and types[n].tensor_type.elem_type)]
+            rankless = [n for n in left if _elem_known(types.get(n))]
             what = ("its element type is known but not its rank, which the cut's inputs and outputs must declare,"
                     if len(rankless) == len(left) else "shape inference does not know it")
             raise ModelError(f"cannot find the type of {some(left, 5)}: {what} and {why}")
@@ -407,3 +406,7 @@ def extract(
     return _result(ExtractResult, sub, written, path, notes, unused_inputs=c.unused_inputs)
 
 
+def _elem_known(t: onnx.TypeProto | None) -> bool:
+    """Whether ``t`` is a tensor type with its element type (its rank may be unknown: a com.microsoft op's output,
+    typed from onnxruntime's schemas)."""
+    return t is not None and t.HasField("tensor_type") and bool(t.tensor_type.elem_type)
