@@ -85,3 +85,39 @@ def test_copies_and_float_arrays_are_no_views():
     r = np.maximum(x, 0)
     rv = (np.clip(np.rint(r / step), 0, 255) * step).astype(np.float32)
     assert quantized_views({"x": x, "r": r, "rv": rv}, {"x", "r"})[0] == {"r": "rv"}
+
+
+@pytest.mark.parametrize("name", ["cnn"])
+def test_the_default_selection_of_a_quantized_model_saved_is_judged_as_quantized(name, tmp_path):
+    """``layers Q --save`` of the default selection holds Q's layers as float values only (no DequantizeLinear view,
+    no codes): nothing in the file says "quantized" but its zip comment, which says so (``npz_origin``). The float
+    model against it is judged as against Q (SQNR >= 10 dB), not by allclose, which failed pairs the two-model diff
+    passes; a float model's own archive does not say it."""
+    from onnxprobe.runtime.npz import npz_origin
+
+    q = quantize(name, "qdq", tmp_path)
+    feeds = sample_feeds(name)
+    np.savez(tmp_path / "in.npz", **feeds)
+    npz, fnpz = tmp_path / "q.npz", tmp_path / "f.npz"
+    f = str(SAMPLES / f"{name}.onnx")
+    for model, out in ((q, npz), (f, fnpz)):
+        r = CliRunner().invoke(app, ["layers", str(model), "--inputs", str(tmp_path / "in.npz"), "--save", str(out)])
+        assert r.exit_code == 0, r.output
+    assert npz_origin(npz).quantized and not npz_origin(fnpz).quantized
+    with np.load(npz) as z:
+        assert all(z[k].dtype == np.float32 for k in z.files if k not in feeds)  # float values only
+    cfg, spec = api.RunConfig(device="cpu", cache=False), api.InputSpec(arrays=feeds)
+    saved = api.diff(f, vs_npz=str(npz), inputs=spec, config=cfg)
+    tol = saved.results[0].tolerance
+    assert tol.metric == "sqnr" and tol.min_sqnr == 10.0 and "quantized" in tol.why
+    # the oracle: Q's tensors by plain onnxruntime, A's too, SQNR in numpy float64 against the 10 dB the diff applies
+    ta, tq = _all_tensors(f, feeds), _all_tensors(q, feeds)
+    compared = [r for r in saved.results if r.metrics is not None]
+    assert compared
+    for r in compared:
+        a64, b64 = ta[r.pair.a.name].astype(np.float64), tq[r.pair.b.name].astype(np.float64)
+        want = 10 * np.log10(np.sum(b64 ** 2) / np.sum((a64 - b64) ** 2))
+        assert abs(r.metrics.sqnr_db - want) < 1e-3 and r.passed == (want >= 10.0)
+    assert saved.verdict()[0] == ("pass" if all(r.passed for r in compared) else "fail")
+    fres = api.diff(f, vs_npz=str(fnpz), inputs=spec, config=cfg)  # a float model's own: exact, as before
+    assert fres.results[0].tolerance.metric == "allclose"

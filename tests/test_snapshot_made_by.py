@@ -49,7 +49,7 @@ def test_values_another_runtime_computed_are_judged_as_two_runtimes(made_by, met
     out = tmp_path / "other.npz"
     with NpzWriter(out, source=graph_fingerprint(api.load(model).proto), made_by=made_by) as w:
         w.add_all(other)
-    assert npz_origin(out) == (graph_fingerprint(api.load(model).proto), made_by)
+    assert npz_origin(out)[:2] == (graph_fingerprint(api.load(model).proto), made_by)
     res, tol = _diff(model, feeds, out)
     assert tol.metric == "sqnr" and tol.min_sqnr == metric_floor and "openvino" in tol.why
     got = {r.pair.a.name: r for r in res.results if r.pair.a.name in sqnr}

@@ -234,6 +234,7 @@ def save_tensors(model: ModelLike, result: ProbeResult, feed: dict[str, np.ndarr
     true names stored alongside), within ``max_memory`` per run (``raw_chunks``). Tensors that did not
     run (an If branch not taken, a Loop of no iterations) are left out; a main-graph tensor that ran empty
     is kept (an empty array of its shape). Returns the number of runs."""
+    from onnxprobe.match.observe import observe
     from onnxprobe.runtime.npz import NpzWriter, graph_fingerprint
 
     model, max_memory, progress = as_model(model), as_max_memory(max_memory), as_progress(progress)
@@ -245,7 +246,9 @@ def save_tensors(model: ModelLike, result: ProbeResult, feed: dict[str, np.ndarr
     runs = 0
     info = result.info  # what computed the values: diff --vs-npz judges another runtime's or precision's as such
     made_by = (info.runtime, info.device, info.precision)
-    with NpzWriter(path, source=graph_fingerprint(model.proto), made_by=made_by) as out:  # diff --vs-npz: the model's own
+    obs = observe(model.proto)  # a quantized model's: a diff of its float model --vs-npz judges them as quantized
+    with NpzWriter(path, source=graph_fingerprint(model.proto), made_by=made_by,  # diff --vs-npz: the model's own
+                   quantized=obs.quantized or obs.weights_quantized) as out:
         # the values are consumed in a function of their own and dropped before the next run: two runs'
         # tensors must never be alive at once (a loop variable would keep the last one)
         for k, total, values in raw_chunks(model, result, feed, [p.ref.key for p in result.plan.probes if p.ref.name not in result.unobserved],

@@ -182,7 +182,7 @@ def make_sides(a: Model | str | os.PathLike, b: Model | str | os.PathLike | None
         # the model's inputs saved beside the activations are what A runs on (``diff``), not tensors to compare
         feeds = {i.name for i in _feeds.model_inputs(a_model.proto)}
         arrays = {k: v for k, v in saved.arrays.items() if k not in feeds}
-        side_b = npz_side(saved.label, arrays, a_model, made_by=saved.made_by)
+        side_b = npz_side(saved.label, arrays, a_model, made_by=saved.made_by, quantized=saved.quantized)
         # layers --save of this very model: its tensors by their own names, exact (not a float model's); an
         # archive without the mark (older, or rewritten) is A's own where it holds a quantized integer tensor of A's
         obs = side_a.observation
@@ -202,6 +202,7 @@ class Activations(NamedTuple):
     from_file: bool = True
     source: str | None = None  # the graph_fingerprint of the model ``layers --save`` wrote them from
     made_by: tuple | None = None  # and the runtime, device and float precision that computed them (``npz_origin``)
+    quantized: bool = False  # and that model is quantized
 
 
 def activations(vs_npz, model: onnx.ModelProto | None = None) -> Activations:
@@ -229,8 +230,9 @@ def activations(vs_npz, model: onnx.ModelProto | None = None) -> Activations:
         if model is not None:  # unnamed .pb tensors: the model's inputs and outputs of their positions
             arrays = by_position(arrays, [i.name for i in _feeds.model_inputs(model)], "input")
             arrays = by_position(arrays, [o.name for o in model.graph.output], "output")
-        source, made_by = (None, None) if folder.is_dir() else npz_origin(folder)
-        return Activations(str(vs_npz), arrays, source=source, made_by=made_by)
+        origin = npz_origin(folder) if not folder.is_dir() else None
+        return Activations(str(vs_npz), arrays, source=origin and origin.source, made_by=origin and origin.made_by,
+                           quantized=bool(origin and origin.quantized))
     arrays = {}
     for k, v in vs_npz.items():  # numbers, not lists or objects: a wrong value is refused here, by name
         a = np.asarray(v) if isinstance(k, str) and isinstance(v, (np.ndarray, np.generic, int, float)) else None

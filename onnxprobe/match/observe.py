@@ -121,7 +121,8 @@ class Observation:
     # values that hold no numbers (sequences, optionals, maps, strings): never compared, listed by a diff
     no_numbers: list[Observable] = field(default_factory=list)
     # integer weights dequantized by the graph (DequantizeLinear of a constant): a weight-only quantized model
-    # has them and only float tensors, and is a quantized model all the same (``compare.criteria``)
+    # has them and only float tensors, and is a quantized model all the same (``compare.criteria``); so are
+    # a quantized model's saved values that hold float tensors only (``compare.sides.npz_side``)
     weights_quantized: bool = False
     # int8/uint8 tensors taken for quantized codes of no known scale (a weight's codes moved by a Transpose,
     # Reshape or Gather): nothing dequantizes them, so they are compared on neither side; a diff lists them

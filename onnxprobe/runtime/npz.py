@@ -18,6 +18,7 @@ import json
 import os
 import re
 import zipfile
+from typing import NamedTuple
 
 import numpy as np
 
@@ -111,22 +112,34 @@ def graph_fingerprint(model) -> str:
 
 
 MADE_BY = " by "  # after the fingerprint: the runtime, device and float precision that computed the values
+QUANTIZED = "quantized"  # the comment's last word where the model is quantized (``Origin.quantized``)
 
 
-def npz_origin(path) -> tuple[str | None, tuple[str, str, str | None] | None]:
-    """What the zip comment of an archive ``layers --save`` wrote says: the ``graph_fingerprint`` of the
-    model the tensors are from, and what computed them (runtime, device, precision such as 'bf16' or None),
-    where it says so (older archives hold the fingerprint alone); (None, None) for any other archive."""
+class Origin(NamedTuple):
+    """What the zip comment of an archive ``layers --save`` wrote says (``npz_origin``)."""
+    source: str | None  # the ``graph_fingerprint`` of the model the tensors are from
+    made_by: tuple[str, str, str | None] | None  # runtime, device, precision (such as 'bf16', or None) that computed them
+    # the model is quantized (QDQ pairs, integer operators or integer weights): its values against a float model are
+    # judged as a diff of the two models judges them, even where the archive holds no quantized tensor (the default
+    # selection saves a QDQ model's layers as float values, without their DequantizeLinear views)
+    quantized: bool = False
+
+
+def npz_origin(path) -> Origin:
+    """What the zip comment of an archive ``layers --save`` wrote says (``Origin``): older archives hold the
+    fingerprint alone; any other archive says nothing (all None)."""
     try:
         with zipfile.ZipFile(path) as z:
             c = z.comment
     except (OSError, zipfile.BadZipFile):
-        return None, None
+        return Origin(None, None)
     if not c.startswith(SOURCE_PREFIX):
-        return None, None
+        return Origin(None, None)
     source, _, made = c[len(SOURCE_PREFIX):].decode("ascii", "replace").partition(MADE_BY)
     parts = made.split(" ")
-    return source, ((parts[0], parts[1], None if parts[2] == "-" else parts[2]) if len(parts) == 3 else None)
+    quantized = len(parts) == 4 and parts[3] == QUANTIZED
+    made_by = (parts[0], parts[1], None if parts[2] == "-" else parts[2]) if len(parts) == 3 or quantized else None
+    return Origin(source, made_by, quantized)
 
 
 def npz_source(path) -> str | None:
@@ -141,10 +154,11 @@ def _word(w: str | None) -> str:
 
 class NpzWriter:
     def __init__(self, path: str | os.PathLike, source: str | None = None,
-                 made_by: tuple[str, str, str | None] | None = None):
+                 made_by: tuple[str, str, str | None] | None = None, quantized: bool = False):
         """``source``: the ``graph_fingerprint`` of the model the tensors are from, kept in the zip comment
         (np.load ignores it: the archive's entries stay the tensors), with ``made_by``: the runtime, device
-        and float precision (None: the graph's own) that computed them (``npz_origin``)."""
+        and float precision (None: the graph's own) that computed them, and whether the model is quantized
+        (``npz_origin``)."""
         self.path = path
         self._out = atomic_output(path, ".tmp.npz")
         self._fh = None
@@ -162,7 +176,8 @@ class NpzWriter:
         self._folders: set[str] = set()
         self._keys: set[str] = set()  # the entries' names, as np.load's keys (no leading /, as _places)
         if source is not None:
-            made = "" if made_by is None else MADE_BY + " ".join(_word(w) for w in made_by)
+            made = "" if made_by is None else MADE_BY + " ".join(_word(w) for w in made_by) + (
+                " " + QUANTIZED if quantized else "")
             self.zf.comment = SOURCE_PREFIX + (source + made).encode("ascii", "replace")
 
     def add(self, name: str, array: np.ndarray) -> None:
