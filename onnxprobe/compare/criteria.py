@@ -46,24 +46,18 @@ def default_tolerance(a: Side, b: Side) -> Tolerance:
             return Tolerance(why="the default for a model against its own saved tensors", default=True)
         what, low = elsewhere
         if a.observation.quantized or b.observation.quantized:  # int8 kernels on one, simulated on the other
-            return Tolerance(metric="sqnr", min_sqnr=QUANTIZED_MIN_SQNR,
-                             why=f"the default for a quantized model against its own tensors {what}", default=True)
-        if low:
-            return Tolerance(metric="sqnr", min_sqnr=REDUCED_PRECISION_MIN_SQNR, abs_floor=CROSS_RUNTIME_ABS_FLOOR,
-                             why=f"the default for a model against its own tensors {what}", default=True)
-        return Tolerance(metric="sqnr", min_sqnr=CROSS_RUNTIME_MIN_SQNR, abs_floor=CROSS_RUNTIME_ABS_FLOOR,
-                         why=f"the default for a model against its own tensors {what}", default=True)
+            return _quantized(f"for a quantized model against its own tensors {what}")
+        return (_reduced if low else _two_runtimes)(f"for a model against its own tensors {what}")
     qa, qb = a.observation.quantized, b.observation.quantized
     # two models, one quantized weights only (float activations): int8 weights are no closer than 1e-4 either
     wa, wb = qa or a.observation.weights_quantized, qb or b.observation.weights_quantized
     if wa != wb or (wa and wb and not one_model(a, b) and not same_content(a, b)):  # one model run two ways: below
         what = ("two quantized models" if wa and wb else "a quantized model against a float one" if wa else
                 "a float model against a quantized one")
-        return Tolerance(metric="sqnr", min_sqnr=QUANTIZED_MIN_SQNR, why=f"the default for {what}", default=True)
+        return _quantized(f"for {what}")
     if qa and a.runner.kind == b.runner.kind and (a.runner.config.opt_level != b.runner.config.opt_level or a.runner.device != b.runner.device):
-        return Tolerance(metric="sqnr", min_sqnr=QUANTIZED_MIN_SQNR,
-                         why="the default for a quantized model run two ways (fused int8 kernels against the QDQ graph as "
-                             "written, or two devices)", default=True)
+        return _quantized("for a quantized model run two ways (fused int8 kernels against the QDQ graph as written, or "
+                          "two devices)")
     # (one model run alike on both sides, in one precision, is one computation: its rounding is not compared)
     low = [p for p in (_precision(a), _precision(b)) if p in LOW_PRECISIONS and not (one_model(a, b) and not run_two_ways(a, b))]
     halves = (half(a), half(b))
@@ -74,19 +68,34 @@ def default_tolerance(a: Side, b: Side) -> Tolerance:
         who = "a model" if low[0] in ("float16", "bfloat16") else "a runtime"
         # the floor as across runtimes: near-zero elements round no less in half than in float32 (a sigmoid
         # near -18, all below 1e-7, differs by 4e-8 on OpenVINO in f32 and in bf16 alike, at about -2 dB)
-        return Tolerance(metric="sqnr", min_sqnr=REDUCED_PRECISION_MIN_SQNR, abs_floor=CROSS_RUNTIME_ABS_FLOOR,
-                         why=f"the default when {who} computes in {low[0]}", default=True)
+        return _reduced(f"when {who} computes in {low[0]}")
     if a.runner.kind != b.runner.kind and a.runner.takes_feeds and b.runner.takes_feeds:
         if a.observation.quantized:
-            return Tolerance(metric="sqnr", min_sqnr=QUANTIZED_MIN_SQNR,
-                             why=f"the default for a quantized model on two runtimes ({a.runner.kind}, {b.runner.kind}): "
-                                 "one may run int8 kernels where the other simulates them", default=True)
-        return Tolerance(metric="sqnr", min_sqnr=CROSS_RUNTIME_MIN_SQNR, abs_floor=CROSS_RUNTIME_ABS_FLOOR,
-                         why=f"the default for one float model on two runtimes ({a.runner.kind}, {b.runner.kind})",
-                         default=True)
+            return _quantized(f"for a quantized model on two runtimes ({a.runner.kind}, {b.runner.kind}): one may run int8 "
+                              "kernels where the other simulates them")
+        return _two_runtimes(f"for one float model on two runtimes ({a.runner.kind}, {b.runner.kind})")
     if wa:  # one quantized model (or a copy) against itself, run the same way (one runtime, level, device): one computation
         return Tolerance(why="the default for one model against itself or its copy, run the same way", default=True)
     return Tolerance(why="the default for float models", default=True)
+
+
+# the three SQNR defaults; ``what``: the rest of the criterion's why after "the default " ("for two quantized models")
+def _quantized(what: str) -> Tolerance:
+    """The default where one side is quantized and the other not (or runs it otherwise): SQNR >= 10 dB."""
+    return Tolerance(metric="sqnr", min_sqnr=QUANTIZED_MIN_SQNR, why=f"the default {what}", default=True)
+
+
+def _two_runtimes(what: str) -> Tolerance:
+    """The default for one float computation made by two runtimes: SQNR >= 60 dB, with the absolute floor."""
+    return Tolerance(metric="sqnr", min_sqnr=CROSS_RUNTIME_MIN_SQNR, abs_floor=CROSS_RUNTIME_ABS_FLOOR,
+                     why=f"the default {what}", default=True)
+
+
+def _reduced(what: str) -> Tolerance:
+    """The default where one side computes in float16, bfloat16 or TF32: SQNR >= 20 dB, with the absolute floor
+    (near-zero elements round no less in half than in float32)."""
+    return Tolerance(metric="sqnr", min_sqnr=REDUCED_PRECISION_MIN_SQNR, abs_floor=CROSS_RUNTIME_ABS_FLOOR,
+                     why=f"the default {what}", default=True)
 
 
 # the metrics a light diff leaves out (``api.diff(extras=False)``: ``graph.pair_nodes.EXTRAS`` in the one run)
