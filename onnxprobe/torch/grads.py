@@ -21,7 +21,7 @@ from onnxprobe.runtime.runners.base import Runner
 from onnxprobe.runtime.userfunc import user_code
 from onnxprobe.text import some
 from onnxprobe.torch.cuts import Cuts, upstream, watch
-from onnxprobe.torch.load import VS_TORCH, FirstState, eval_mode, require_torch, state_note
+from onnxprobe.torch.load import VS_TORCH, FirstState, eval_mode, require_torch
 from onnxprobe.torch.runner import from_numpy, parse_probe, permuted, tensors_of, to_numpy
 
 # why torch gives a gradient the ONNX graph computes otherwise, in a few words (``Unmatched.kind``)
@@ -133,7 +133,7 @@ class TorchGradRunner(Runner):
                 p.requires_grad_(True)
                 p.grad = None
             cuts = Cuts()
-            self._fresh()
+            self.state.put_back(self.note)
             with watch(owner, state, cuts):
                 got, loss = self._pass(feeds, params)
             # no gradient, and read cut: a parameter forward() does not read, or whose reads the loss does not
@@ -156,19 +156,12 @@ class TorchGradRunner(Runner):
             raise ExecutionError(f"the torch module's forward or backward raised {type(e).__name__}: "
                                  f"{first_line(e)[:300]}") from None
         finally:
-            self._fresh()
+            self.state.put_back(self.note)
             for _, p in params:  # the module as it was, whatever its forward raised
                 p.grad = grads[id(p)]
                 p.requires_grad_(flags[id(p)])
         self.loss_value = float(loss.detach())
         return got
-
-    def _fresh(self) -> None:
-        """The module's state put back as it was handed over (``FirstState``), outside any pass: a forward() that
-        updates a buffer gives each pass the first call's function; said once."""
-        changed = self.state.restore()
-        if changed:
-            self.note(state_note(changed))
 
     def _pass(self, feeds: dict[str, np.ndarray], params: list, backward: bool = True) -> tuple[dict[str, np.ndarray], object]:
         """One forward and backward pass: the gradients of the parameters (tied ones under each name), of the
@@ -262,7 +255,7 @@ class TorchGradRunner(Runner):
                 t.copy_(value)
         again, how = Cuts(), {"through": both, "grad_on": cuts.cut, "values": cuts.values}
         try:
-            self._fresh()
+            self.state.put_back(self.note)
             with watch(owner, state, again, **how):
                 got, _ = self._pass(feeds, params)
             direct = cuts.detached | cuts.no_grad | cuts.inference | cuts.data  # read cut, not only through a cut value
@@ -309,7 +302,7 @@ class TorchGradRunner(Runner):
         reached = {n for n, t in self._probes.items() if upstream(cuts, t)}
         plain = self._output
         try:
-            self._fresh()
+            self.state.put_back(self.note)
             with watch(owner, state, Cuts(), perturb=True, **how):
                 self._pass(feeds, params, backward=False)
             used = plain.shape != self._output.shape or not torch.equal(plain, self._output)

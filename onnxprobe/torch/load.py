@@ -140,6 +140,12 @@ class FirstState:
         finally:
             self.restore()
 
+    def put_back(self, note) -> None:
+        """``restore``, saying what the pass had changed (``state_note``) through ``note`` (a runner's, said once)."""
+        changed = self.restore()
+        if changed:
+            note(state_note(changed))
+
     def restore(self) -> list[str]:
         """Put the state back; returns the names ('cnt', 'bn.running_mean') of what the pass had changed."""
         torch = self.torch

@@ -23,7 +23,7 @@ import numpy as np
 from onnxprobe.errors import ExecutionError, UsageError, first_line, setting_error
 from onnxprobe.runtime.runners.base import Runner
 from onnxprobe.runtime.userfunc import user_code
-from onnxprobe.torch.load import VS_TORCH, FirstState, eval_mode, require_torch, state_note
+from onnxprobe.torch.load import VS_TORCH, FirstState, eval_mode, require_torch
 
 OUTPUT = "output:"
 PERM = "@"
@@ -181,9 +181,7 @@ class TorchRunner(Runner):
         finally:
             for h in hooks:
                 h.remove()
-            changed = self.state.restore()
-            if changed:
-                self.note(state_note(changed))
+            self.state.put_back(self.note)
         seen.outputs = [to_numpy(t) for t in tensors_of(out)]
         return seen
 
