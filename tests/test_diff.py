@@ -722,7 +722,7 @@ def test_saved_activations_without_inputs_say_what_a_ran_on(tmp_path):
     np.savez(npz, **_run_with_outputs(sample_path("mlp"), names, feeds))  # no inputs in it
     res = api.diff(sample_path("mlp"), vs_npz=str(npz), selection=api.Selection(all=True), config=api.RunConfig(device="cpu"))
     note = [n for n in res.notes if "seeded random" in n]
-    assert note and "--seed 0" in note[0] and "'x'" in note[0] and "snap.npz" in note[0], res.notes
+    assert note and "seed (--seed) 0" in note[0] and "give the seed or the input arrays" in note[0] and "'x'" in note[0] and "snap.npz" in note[0], res.notes
     res = api.diff(sample_path("mlp"), vs_npz=str(npz), selection=api.Selection(all=True), config=api.RunConfig(device="cpu"),
                    inputs=api.InputSpec(seed=7))
     assert res.results and all(r.metrics.exact for r in res.results)

@@ -21,10 +21,11 @@ from onnxprobe.compare.result import DiffResult
 from onnxprobe.compare.diff import diff as _diff
 from onnxprobe.compare.sensitivity import fp32_sensitivity as _sensitivity
 from onnxprobe.compare.sides import Side, load_notes, model_side, npz_side, own_tensors, who_of
-from onnxprobe.errors import RUNTIME_OPTIONS, ExecutionError, OnnxProbeError, UsageError, setting_error, settings_error
+from onnxprobe.errors import RUNTIME_OPTIONS, ExecutionError, OnnxProbeError, UsageError, said, setting_error, settings_error
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.select import Selection, check_selects
 from onnxprobe.runtime import feeds as _feeds
+from onnxprobe.runtime.feeds import SEED
 from onnxprobe.runtime.arrays import by_position, read_arrays
 from onnxprobe.runtime.npz import graph_fingerprint, npz_origin
 from onnxprobe.report.format import num as fmt_num
@@ -182,7 +183,8 @@ def make_sides(a: Model | str | os.PathLike, b: Model | str | os.PathLike | None
         # the model's inputs saved beside the activations are what A runs on (``diff``), not tensors to compare
         feeds = {i.name for i in _feeds.model_inputs(a_model.proto)}
         arrays = {k: v for k, v in saved.arrays.items() if k not in feeds}
-        side_b = npz_side(saved.label, arrays, a_model, made_by=saved.made_by, quantized=saved.quantized)
+        side_b = npz_side(saved.label, arrays, a_model, made_by=saved.made_by, quantized=saved.quantized,
+                          from_file=saved.from_file)
         # layers --save of this very model: its tensors by their own names, exact (not a float model's); an
         # archive without the mark (older, or rewritten) is A's own where it holds a quantized integer tensor of A's
         obs = side_a.observation
@@ -272,9 +274,10 @@ def saved_inputs(model: Model, inputs: InputSpec | None, saved: Activations) -> 
     # inputs neither given nor saved are random: a snapshot saved from other inputs (``layers --save``
     # keeps none; another --seed) then fails everywhere, and nothing else says why
     random = [i.name for i in _feeds.model_inputs(model.proto) if i.name not in given and i.name not in use]
-    notes = [f"A runs on seeded random data (--seed {spec.seed}) for {', '.join(map(quote, random))}: {where} holds "
-             f"no value for {'them' if len(random) > 1 else 'it'} (give the --seed or --input the activations were "
-             f"computed from)"] if random else []
+    notes = [said(lambda say: f"A runs on seeded random data ({say(SEED)} {spec.seed}) for {', '.join(map(quote, random))}: "
+                              f"{where} holds no value for {'them' if len(random) > 1 else 'it'} (give the "
+                              + say.either("seed or the input arrays", "--seed or --input") +
+                              " the activations were computed from)")] if random else []
     # inputs given that the file holds too: A runs on those given, and the activations were computed from the saved
     # ones (every pair may fail for it: said, not silently)
     over = sorted(i.name for i in _feeds.model_inputs(model.proto) if i.name in saved.arrays and i.name in given)
@@ -286,7 +289,8 @@ def saved_inputs(model: Model, inputs: InputSpec | None, saved: Activations) -> 
     # a saved input the model refuses (another dtype or shape) is said to come from the file, not from --inputs
     label = {"arrays_from": f"{where}, saved with the activations"} if not spec.arrays else {}
     return replace(spec, arrays={**spec.arrays, **use}, **label), [
-        f"A runs on the input(s) saved in {where} with the activations: {', '.join(sorted(use))}"] + notes
+        f"A runs on the input(s) {f'saved in {where}' if saved.from_file else 'given'} with the activations: "
+        f"{', '.join(sorted(use))}"] + notes
 
 
 def diff(

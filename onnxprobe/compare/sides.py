@@ -123,12 +123,12 @@ def load_notes(a: Model, b: Model | None) -> list[str]:
 
 
 def npz_side(label: str, arrays: dict[str, np.ndarray], like: Model, made_by: tuple | None = None,
-             quantized: bool = False) -> Side:
+             quantized: bool = False, from_file: bool = True) -> Side:
     """Saved activations as side B: one observable per array of numbers, described by the tensor of the same name
     in ``like`` (model A) where there is one, so that matching and reports know its op. ``made_by``: the runtime,
     device and float precision that computed them, where the archive says (``runtime.npz.npz_origin``);
     ``quantized``: the archive says they are a quantized model's (judged as that model's, though it may hold
-    float values only)."""
+    float values only); ``from_file``: they were read from a file (else handed over in a dict)."""
     seen = observe(like.proto).observables
     known = {o.name: o for o in seen}
     relu = _relu_outputs(arrays, {o.key for o in seen if o.floor_zero})
@@ -158,7 +158,7 @@ def npz_side(label: str, arrays: dict[str, np.ndarray], like: Model, made_by: tu
             obs.append(Observable(key=name, name=name, probe=name, node="", op_type="?", effective_op="?",
                                   index=1 << 30 | k, shape=shape, kind="float", elem_type=elem, relu=relu.get(name)))
     obs.sort(key=lambda o: o.index)
-    return Side(label, like, NpzRunner(arrays, label, made_by), Observation(obs, hidden=hidden, weights_quantized=quantized),
+    return Side(label, like, NpzRunner(arrays, label, made_by, from_file), Observation(obs, hidden=hidden, weights_quantized=quantized),
                 notes=notes)
 
 

@@ -30,6 +30,7 @@ from onnxprobe.types import InputSpec, array_text, named_dim
 # the settings that give inputs, as the API and the command line name them (``errors.setting_error``): the
 # strings ``input_spec`` reads (its parameters), and the InputSpec those make (its fields)
 SHAPES, FILES, ARRAYS = ("shapes", "--shape"), ("files", "--input"), ("arrays", "--inputs")
+SEED = ("seed", "--seed")
 # the largest seed: default_rng would take any, but a seed given here is one np.random.seed / RandomState (and
 # the tools built on them) take too, so the same number can seed them
 MAX_SEED = 2**32 - 1
@@ -414,9 +415,9 @@ def make_feeds(model: onnx.ModelProto, spec: InputSpec | None = None, *, strings
     options checked for a command that may not run the model at all)."""
     spec = spec or InputSpec()
     if spec.seed < 0:
-        raise setting_error(UsageError, ("seed", "--seed"), f"{spec.seed}: seeds are non-negative integers")
+        raise setting_error(UsageError, SEED, f"{spec.seed}: seeds are non-negative integers")
     if spec.seed > MAX_SEED:
-        raise setting_error(UsageError, ("seed", "--seed"), f"{spec.seed}: seeds are integers from 0 to {MAX_SEED} "
+        raise setting_error(UsageError, SEED, f"{spec.seed}: seeds are integers from 0 to {MAX_SEED} "
                             "(2**32 - 1, as numpy's np.random.seed takes them)")
     lo, hi = spec.int_range
     if lo >= hi:
@@ -430,6 +431,8 @@ def make_feeds(model: onnx.ModelProto, spec: InputSpec | None = None, *, strings
         if s.name in given:
             value, origin = given[s.name]
             feeds[s.name] = check_value(s, value, origin)
+            if s.name in spec.arrays and np.may_share_memory(feeds[s.name], spec.arrays[s.name]):  # the caller's:
+                feeds[s.name] = feeds[s.name].copy()  # a result's feed stays its run's when a notebook refills it
             if s.name in spec.shapes and tuple(spec.shapes[s.name]) != tuple(value.shape):
                 raise settings_error(UsageError, lambda say: f"input {clean(s.name)}: {say(SHAPES)} {'x'.join(map(str, spec.shapes[s.name]))} "
                                      f"disagrees with the value given ({clean(origin)}, shape {'x'.join(map(str, value.shape)) or 'scalar'})")
@@ -455,7 +458,8 @@ def make_feeds(model: onnx.ModelProto, spec: InputSpec | None = None, *, strings
         held = ", ".join(clean(n) for n in spec.arrays) or "nothing"
         raise UsageError(f"input {clean(lacking[0])}: not in {spec.arrays_from}, which holds {held}; "
                          f"every input the model takes must be there")
-    about = {n: [f"input {clean(n)}: not in {clean(spec.arrays_from)}, so seeded random data (--seed {spec.seed})"]
+    about = {n: [said(lambda say, n=n: f"input {clean(n)}: not in {clean(spec.arrays_from)}, so seeded random data "
+                                      f"({say(SEED)} {spec.seed})")]
              for n in lacking if spec.arrays and n not in spec.files and n not in zeros}
     zeros_note = (f"{len(unread)} input{'s' if len(unread) > 1 else ''} no node reads not in {clean(spec.arrays_from)} "
                   f"({some([s.name for s in unread], form=quote)}): fed zeros") if unread else None

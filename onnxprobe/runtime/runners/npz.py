@@ -3,6 +3,8 @@ runtime's dump), for ``diff --vs-npz``. It runs nothing, so it takes no inputs."
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from onnxprobe.runtime.runners.base import Runner
@@ -32,8 +34,12 @@ class NpzRunner(Runner):
     kind = "npz"
     takes_feeds = False
 
-    def __init__(self, arrays: dict[str, np.ndarray], label: str = "", made_by: tuple | None = None):
+    def __init__(self, arrays: dict[str, np.ndarray], label: str = "", made_by: tuple | None = None,
+                 from_file: bool = True):
         super().__init__(None, None, label)
+        # what a tensor the arrays lack is said to be missing from: an .npz, a test data set's folder, or a dict
+        self.missing = ("not in the activations given" if not from_file else
+                        "not in the test data set" if os.path.isdir(label) else "not in the .npz")
         self.arrays = {k: as_numbers(v) for k, v in arrays.items()}
         # (runtime kind, device, float precision or None) that computed the values, where the archive says
         self.made_by = made_by
@@ -49,7 +55,7 @@ class NpzRunner(Runner):
         return {**super().facts(), "device": None}  # nothing runs
 
     def unobservable(self, names: list[str]) -> dict[str, str]:
-        out = {n: "not in the .npz" for n in names if n not in self.arrays}
+        out = {n: self.missing for n in names if n not in self.arrays}
         for n in names:
             if n in self.arrays and not numeric(self.arrays[n]):
                 out[n] = f"saved as {np.asarray(self.arrays[n]).dtype} values, not numbers: not compared"
