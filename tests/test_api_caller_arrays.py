@@ -83,3 +83,16 @@ def test_inputs_handed_over_with_activations_in_a_dict_are_said_so_once(tmp_path
     res = api.diff(m, vs_npz={"mm": _mm(x).astype(np.float32)})  # without x: random data, in the API's words
     note = next(n for n in res.notes if "seeded random data" in n)
     assert "give the seed or the input arrays" in note and "--input " not in note, note
+
+
+def test_a_bad_sort_is_named_as_the_function_called_takes_it(tmp_path):
+    """``api.text(res, sort=...)`` of a layers result said "report sort=...", a function the caller never called."""
+    import pytest
+
+    res = api.layers(_model(tmp_path / "m.onnx"))
+    for call in (lambda: api.text(res, sort="introduced"), lambda: api.html(res, tmp_path / "r.html", sort="introduced"),
+                 lambda: api.report(res, sort="introduced")):
+        with pytest.raises(api.UsageError) as e:
+            call()
+        assert str(e.value).startswith("sort='introduced': ") and "report" not in str(e.value), e.value
+    assert not (tmp_path / "r.html").exists()

@@ -51,12 +51,12 @@ def _dict(result, sort: str = "topo", profile=None) -> dict:
 def _made(result, sort: str = "topo", profile=None) -> dict:
     diff = _is(result, "onnxprobe.compare.result", "DiffResult")
     if sort != "topo" and not diff:
-        raise UsageError(f"report sort={sort!r}: sort orders the pairs of a diff's result, not of a {type(result).__name__}")
+        raise UsageError(f"sort={sort!r}: sort orders the pairs of a diff's result, not of a {type(result).__name__}")
     if profile is not None:
         if not _is(profile, "onnxprobe.api.profile", "LayersProfile"):
-            raise UsageError(f"report profile: expected the result of api.profile_layers, got {type(profile).__name__}")
+            raise UsageError(f"profile: expected the result of api.profile_layers, got {type(profile).__name__}")
         if _is(result, "onnxprobe.api.core", "DatasetResult") or not _is(result, "onnxprobe.types", "ProbeResult"):
-            raise UsageError(f"report profile: the profile of a layers result (a ProbeResult), not of a {type(result).__name__}"
+            raise UsageError(f"profile: the profile of a layers result (a ProbeResult), not of a {type(result).__name__}"
                              " (api.diff(..., profile=True) keeps a diff's own)")
         from onnxprobe.report.layers import layers_dict
         from onnxprobe.report.profile import with_profile
