@@ -134,7 +134,8 @@ def _cells(r: dict) -> tuple[list[str], list]:
     values = [r["index"], r["node"], r["op_type"], r.get("key") or r["name"], r["shape"], r["dtype"], r.get("min"),
               r.get("max"), r.get("mean"), r.get("std"), nan, inf]
     if "p0.01" in r:
-        cells += [num(r.get("p0.01"), digits), num(r.get("p99.99"), digits)]  # the digits of min and max
+        # the digits of min and max; an integer tensor's as its extremes read (float64 put 2^63 beside a max of 2^63-1)
+        cells += [extreme(r.get("p0.01")), extreme(r.get("p99.99"))]
         values += [r.get("p0.01"), r.get("p99.99")]
     return cells, values
 

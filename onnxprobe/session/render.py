@@ -84,7 +84,8 @@ def _int_bins(v: np.ndarray, bins: int) -> tuple[list[str], np.ndarray]:
     w = 1 if span <= max(bins, 2) * 2 else -(-span // bins)
     # v - lo in uint64: exact for any pair of int64 or uint64 values (the int64 difference wraps modulo 2^64)
     u = v.astype(np.uint64) if v.dtype.kind == "u" else v.astype(np.int64).view(np.uint64)
-    idx = (u - np.uint64(lo % 2 ** 64)) // np.uint64(w)
+    # one bin over the whole 64-bit range (--bins 1 of -2^63 and 2^63-1) is 2^64 wide, past uint64: every value in it
+    idx = (u - np.uint64(lo % 2 ** 64)) // np.uint64(w) if w < 2 ** 64 else np.zeros(u.shape, np.uint64)
     counts = np.bincount(idx.astype(np.int64), minlength=-(-span // w))
     if w == 1:
         return [str(lo + i) for i in range(counts.size)], counts
@@ -184,7 +185,10 @@ def stats_line(s: TensorStats | None, compact: bool = False, dtype=None) -> Text
     # no finite value (all NaN or Inf): '-' for every statistic of the finite values, as the layers table shows
     digits = spread_digits(s.min, s.max, most=type_digits(dtype))  # told apart on offset data, as in the layers table
     value = (lambda v, d=digits: num(v, d) if s.finite and v is not None and math.isfinite(v) else "-")
-    parts = [("count", str(s.count)), ("min", value(s.min)), ("max", value(s.max)), ("mean", value(s.mean)),
+    # an int64/uint64 tensor's extremes are exact Python ints (``TensorStats.with_extremes``): as layers shows them
+    # (in float64 its max 2^63-1 read 2^63, outside the type, and a min 24 below the tensor's)
+    ext = (lambda v: str(v) if s.finite and isinstance(v, int) and not isinstance(v, bool) else value(v))
+    parts = [("count", str(s.count)), ("min", ext(s.min)), ("max", ext(s.max)), ("mean", value(s.mean)),
              ("std", value(s.std, 4)), ("abs_mean", value(s.abs_mean)), ("zeros", f"{num(s.zero_fraction * 100, 3)}%" if math.isfinite(s.zero_fraction) else "-")]
     if compact:
         parts = parts[1:5]
