@@ -160,11 +160,35 @@ def _pair_by_node_name(st: MatchState) -> None:
         for j in b_by_node.get(_node_stem(a.node), []):
             if j not in st.used_b and compatible(a.effective_op, st.obs_b[j].effective_op):
                 b = st.obs_b[j]
-                if not st.reads_alike(i, j) or any((s, t) in st.renamed for s in a.sources for t in b.sources):
+                if not st.reads_alike(i, j) or _reads_transposed(st, i, j) or \
+                        any((s, t) in st.renamed for s in a.sources for t in b.sources):
                     st.renamed.add((a.name, b.name))
                     st.refuse_other(i, j, "node-name")
                 elif st.take(i, j, "node-name", f"same node name {a.node!r}"):
                     break
+
+
+# ops that take a Transpose of what they read in (a MatMul's transA, FusedMatMul, Gemm, a Conv's layout): one of
+# them reading x where the other reads Transpose(x) may compute one function
+_ABSORB_TRANSPOSE = ("MatMul", "Gemm", "Conv", "Einsum", "Attention")
+
+
+def _reads_transposed(st: MatchState, i: int, j: int) -> bool:
+    """Whether one of A's ``i`` and B's ``j`` reads a tensor paired with what an unpaired Transpose on the other
+    side reads, and the other reads that Transpose's output (onnxruntime's transpose optimizer moves a Slice or
+    Squeeze above a Transpose and keeps its name: Slice(x) against Slice(Transpose(x)), two functions of the data,
+    whose shapes differ at run time where no static shape tells them apart); not for ops that take transposes in."""
+    a, b = st.obs_a[i], st.obs_b[j]
+    if any(w in op for op in (a.effective_op, b.effective_op) for w in _ABSORB_TRANSPOSE):
+        return False
+
+    def moved(mine, other, obs, index, used, to_other) -> bool:  # ``other`` reads an unpaired Transpose of what
+        read = {to_other.get(s) for s in mine.sources} - {None}    # ``mine`` reads (as the other side's tensors)
+        return any(k is not None and k not in used and obs[k].op_type == "Transpose" and read & set(obs[k].sources)
+                   for k in (index.get(t) for t in other.sources))
+
+    return (moved(a, b, st.obs_b, st.index_b, st.used_b, st.a_to_b) or
+            moved(b, a, st.obs_a, st.index_a, st.used_a, st.b_to_a))
 
 
 def _undo_named_other(st: MatchState) -> None:
@@ -309,30 +333,41 @@ def _same_weights(obs_a, obs_b, used_a, used_b, take, like) -> None:
 def _same_inputs(st: MatchState) -> None:
     """``st.structural(i, j, reason)`` for unpaired tensors whose nodes read tensors paired with each other (or
     the same graph inputs), with the same op, in the same scope, each alone in its model to do so; in
-    topological order, so that a chain behind a pair follows it."""
+    topological order, so that a chain behind a pair follows it. Then so again by what each reads that holds data
+    (and graph inputs) alone: a shape computed at run time on one side (Shape, Slice, Concat into a Reshape) is a
+    constant on the other where a tool folded it (onnxruntime's quant_pre_process), no evidence either way; an If's
+    condition, which holds no data, pairs it in the first round."""
+    _same_inputs_by(st, lambda o, data: o.sources)
+    _same_inputs_by(st, lambda o, data: tuple(s for s in o.sources if s.startswith("input:") or s in data))
+
+
+def _same_inputs_by(st: MatchState, read) -> None:
+    """``_same_inputs`` with ``read(observable, the data tensors of its model)`` as what an observable reads."""
     obs_a, obs_b, used_a, used_b, a_to_b, take, like, a_scope = (st.obs_a, st.obs_b, st.used_a, st.used_b, st.a_to_b,
                                                                   st.structural, st.like, st.a_scope)
 
     def key(o, sources, scope=None) -> tuple:  # a GlobalAveragePool and its ReduceMean: one op (``match.ops.function_op``)
         return frozenset(sources), function_op(o), o.scope if scope is None else scope
 
-    def mapped(o) -> list[str | None]:
-        return [s if s.startswith("input:") else a_to_b.get(s) for s in o.sources]
+    src_a, src_b = [read(o, st.data_a) for o in obs_a], [read(o, st.data_b) for o in obs_b]
+
+    def mapped(i) -> list[str | None]:
+        return [s if s.startswith("input:") else a_to_b.get(s) for s in src_a[i]]
 
     by_b: dict[tuple, list[int]] = {}
     for j, o in enumerate(obs_b):
-        if j not in used_b and o.sources:
-            by_b.setdefault(key(o, o.sources), []).append(j)
+        if j not in used_b and src_b[j]:
+            by_b.setdefault(key(o, src_b[j]), []).append(j)
     group_a: dict[tuple, list[int]] = {}
     for i, o in enumerate(obs_a):
-        if i not in used_a and o.sources:
-            group_a.setdefault(key(o, o.sources), []).append(i)
+        if i not in used_a and src_a[i]:
+            group_a.setdefault(key(o, src_a[i]), []).append(i)
     for i in sorted(range(len(obs_a)), key=lambda k: obs_a[k].index):
         o = obs_a[i]
-        if i in used_a or not o.sources:
+        if i in used_a or not src_a[i]:
             continue
-        group = group_a.get(key(o, o.sources), [])
-        to = mapped(o)
+        group = group_a.get(key(o, src_a[i]), [])
+        to = mapped(i)
         js = by_b.get(key(o, to, a_scope(o.scope)), []) if None not in to else []  # B's key: in B's scope names
         js = [j for j in js if j not in used_b]
         why = f"{canonical(o.effective_op)} of tensors paired with what B's reads"

@@ -289,11 +289,13 @@ def alike(a: Observable, b: Observable, shared: set[str], a_scope=None, open_sha
     model's Relu reads (Relu(x) against x: the pairing by key takes the Relu's output), and not each
     reading weights both models hold (``shared``, by value) that the other does not, nor each reading a
     weight of a size the other reads none of (Conv(x, W 1x1) against Conv(x, W 3x3), whatever the values).
-    ``open_shapes``: two tensors of no static shape may pair (an If whose branches leave its rank open, and what reads
-    it: torch's squeeze(-1)), where what they read says they are one function (``engine._same_inputs``)."""
+    ``open_shapes``: tensors of no static shape may pair, both (an If whose branches leave its rank open, and what
+    reads it: torch's squeeze(-1)) or one (a MatMul behind a Reshape to a shape computed at run time, against one
+    behind the constant shape a tool folded it into), where what they read says they are one function
+    (``engine._same_inputs``)."""
     relu_folded = (a.floor_zero and b.relu) or (b.floor_zero and a.relu)
     known = a.shape is not None and b.shape is not None and shapes_agree(a.shape, b.shape)
-    shaped = known or (open_shapes and a.shape is None and b.shape is None)
+    shaped = known or (open_shapes and (a.shape is None or b.shape is None))
     return (_same_function_op(a, b) and shaped and (a_scope(a.scope) if a_scope else a.scope) == b.scope
             and not relu_folded and not contradicts(a, b, shared) and not other_settings(a, b))
 
