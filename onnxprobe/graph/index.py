@@ -124,8 +124,10 @@ class GraphIndex:
                         self.consumers[r.key] = [c for c in self.consumers.get(o, []) if c.scope[:len(s.scope)] == s.scope]
         self.order = order
         self.position = {n: i for i, n in enumerate(order)}
-        # weights: initializers, Constant outputs and what is computed from them alone
-        self.constants = constant_tensors(model.inferred, self.sites) & set(order)
+        # weights: initializers, Constant outputs and what is computed from them alone; not the model's outputs,
+        # which are outputs as any other (the debugger's `where` searched none of a model without inputs, and `step`
+        # passed over every node of it)
+        self.constants = constant_tensors(model.inferred, self.sites) & set(order) - set(self.outputs)
 
     def node(self, key: str | int):
         """A node by display name, by index (an int, or ``#index``: always the index), or by a bare number

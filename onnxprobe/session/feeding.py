@@ -12,7 +12,7 @@ import dataclasses
 import numpy as np
 
 from onnxprobe import api
-from onnxprobe.errors import OnnxProbeError, UsageError
+from onnxprobe.errors import OnnxProbeError, UsageError, plain_class
 from onnxprobe.session.inputs import SessionInputs
 from onnxprobe.session.targets import Target
 from onnxprobe.text import as_typed, clean, quote
@@ -189,6 +189,16 @@ class Feeding:
         return self._try_inputs(self.inputs.changed(arrays=new_arrays, files=files, origins=origins, shapes=shapes,
                                                     arrays_complete=False))
 
+    def _of_model(self, t: Target, e: OnnxProbeError) -> OnnxProbeError:
+        """``e``, which feeding model ``t`` raised, naming that model where the session has two: the inputs are
+        both models' (`inputs FILE --model b` that fits b but not a said "the model expects" a's shape)."""
+        if len(self.targets) < 2:
+            return e
+        head = f"model {t.label} ({clean(str(t.model.source))}), whose inputs the other model shares: "
+        out = plain_class(e)(head + str(e))
+        out.cli_message = head + (e.cli_message or str(e))
+        return out
+
     def _try_inputs(self, new: SessionInputs) -> list[str]:
         """Adopt ``new`` only if every model can be fed from it (a bad file or shape leaves things as they
         were). A backward graph (``grad``) is made for the input shapes it was attached at: inputs of other
@@ -208,9 +218,9 @@ class Feeding:
                     if t.forward is not None and t.grad_shapes and any(
                             tuple(np.shape(fed[k])) != v for k, v in t.grad_shapes.items() if k in fed):
                         raise UsageError("the backward graph was made for other input shapes")
-                except OnnxProbeError:
+                except OnnxProbeError as e:
                     if t.forward is None:
-                        raise
+                        raise self._of_model(t, e) from None
                     t.model, t.feed_cache = t.forward, None  # can the model as loaded take them?
                     self.feed(t)
                     stale.append(t)

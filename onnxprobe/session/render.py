@@ -29,28 +29,28 @@ def bar(fraction: float, width: int) -> str:
     return "█" * full + (BLOCKS[part] if part else "")
 
 
-def histogram(values: np.ndarray, bins: int = 16, width: int = 40, log: bool = False, room: int | None = None) -> Text:
+def histogram(values: np.ndarray, bins: int = 16, width: int = 40, log: bool = False, room: int | None = None,
+              asked: bool = False) -> Text:
     """Counts of the finite values in ``bins`` equal bins (integer tensors with a small range get one bin
     per integer), one row per bin: ``low … high  bar  count``. A bin that holds anything shows at least
     a sliver; ``log`` scales the bars by log(1 + count), for skewed distributions. ``room``: the line's
     width; the bars take at most ``width`` cells of what the labels and counts leave (float64 labels of
-    1e6 + 1e-10 take 39), and where that is under BAR_MIN each label goes on a line of its own above its bar."""
+    1e6 + 1e-10 take 39), and where that is under BAR_MIN each label goes on a line of its own above its bar.
+    At most sqrt(n) + 1 bins for n values; ``asked``: ``bins`` is the user's (`--bins`), and the note says so
+    where fewer are drawn."""
     a = np.asarray(values)
     if a.dtype.kind == "b":
         a = a.astype(np.int8)
     if a.dtype.kind not in "iuf":
         return Text(f"(no histogram for dtype {a.dtype})", style="dim")
     out = Text()
-    if a.dtype.kind in "iu":
-        finite = a.ravel()
-        if finite.size:
-            labels, counts = _int_bins(finite, max(1, min(bins, int(math.ceil(math.sqrt(finite.size))) + 1)))
-    else:
-        x = a.astype(np.float64, copy=False).ravel()
-        finite = x[np.isfinite(x)]
-        if finite.size:
-            labels, counts = _float_bins(finite, max(1, min(bins, int(math.ceil(math.sqrt(finite.size))) + 1)),
-                                         17 if a.dtype == np.float64 else 10)
+    finite = a.ravel() if a.dtype.kind in "iu" else a.astype(np.float64, copy=False).ravel()
+    if a.dtype.kind == "f":
+        finite = finite[np.isfinite(finite)]
+    most = max(1, min(bins, int(math.ceil(math.sqrt(finite.size))) + 1))
+    if finite.size:
+        labels, counts = (_int_bins(finite, most) if a.dtype.kind in "iu" else
+                          _float_bins(finite, most, 17 if a.dtype == np.float64 else 10))
     skipped = a.size - finite.size
     if finite.size == 0:
         out.append(f"(no finite values to draw: {a.size} values, all NaN or Inf)", style="dim")
@@ -69,6 +69,8 @@ def histogram(values: np.ndarray, bins: int = 16, width: int = 40, log: bool = F
         out.append(f"{b:<{width}}", style="cyan")
         out.append(f" {int(c):>{cw}}\n")
     note = f"{finite.size} finite values" + (" (bars on a log scale)" if log else "")
+    if asked and most < bins:  # --bins 50 of 100 values drew 11, without a word
+        note += f"; {most} bins, not {bins}: at most sqrt(n) + 1 for n values"
     if skipped:
         note += f"; {skipped} NaN/Inf not drawn"
     out.append(note, style="dim")

@@ -35,7 +35,8 @@ def stat_value(s: TensorStats, stat: str) -> float:
         return math.nan
     if stat == "abs_mean":
         return s.abs_mean
-    return float(getattr(s, stat))
+    v = getattr(s, stat)  # an int64 tensor's exact extremes (Python ints) stay exact: float64 rounds past 2^53
+    return v if isinstance(v, int) and not isinstance(v, bool) else float(v)
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,7 @@ class Condition:
     text: str
     stat: str  # "nan" | "inf" | "nonfinite" | one of STATS
     op: str = ">"
-    value: float = 0.0
+    value: float = 0.0  # an int where given as one: compared exactly with int64 extremes
 
     def __post_init__(self) -> None:
         # checked when made, as every settings object is (one built directly, not by parse_condition, reached
@@ -57,7 +58,7 @@ class Condition:
             raise UsageError(f"Condition op={as_word(str(self.op))}: choose one of {', '.join(OPS)}")
         if isinstance(self.value, bool) or not isinstance(self.value, (int, float)) or math.isnan(self.value):
             raise UsageError(f"Condition value={as_word(repr(self.value))[:40]}: expected a number")
-        object.__setattr__(self, "value", float(self.value))
+        object.__setattr__(self, "value", self.value if isinstance(self.value, int) else float(self.value))
 
     def holds(self, s: TensorStats | None) -> bool:
         if s is None:
@@ -71,7 +72,8 @@ class Condition:
         """What made it hold, in words: '3 NaN, 1 Inf in 4 values', 'absmax 1.2e+04 > 1000'."""
         if self.stat in ("nan", "inf", "nonfinite") and self.op == ">" and self.value == 0:
             return f"{s.nan} NaN, {s.inf} Inf in {s.count} values"
-        return f"{self.stat} {stat_value(s, self.stat):.4g} {self.op} {self.value:g}"
+        v = stat_value(s, self.stat)
+        return f"{self.stat} {v if isinstance(v, int) else format(v, '.4g')} {self.op} {self.value if isinstance(self.value, int) else format(self.value, 'g')}"
 
 
 def parse_condition(text: str) -> Condition:
@@ -91,4 +93,5 @@ def parse_condition(text: str) -> Condition:
     stat = {"absmean": "abs_mean", "zeros": "zero_fraction"}.get(stat, stat)
     if stat not in STATS:
         raise UsageError(f"condition {text.strip()!r}: unknown statistic {as_word(stat)}; choose one of {', '.join(STATS)}")
-    return Condition(text.strip(), stat, "==" if op == "=" else op, float(value))
+    # an integer as written stays exact (max==4611686018427387905 is not 2^62 in float64)
+    return Condition(text.strip(), stat, "==" if op == "=" else op, int(value) if re.fullmatch(r"[-+]?\d+", value) else float(value))

@@ -159,7 +159,7 @@ def cmd_show(env: Env, args: list[str]):
     out.append(Text(shown))
     if numeric and value.size:
         out.append(Text("histogram" + (" (whole tensor)" if index is not None else "") + ":", style="bold"))
-        out.append(render.histogram(value, bins=nbins, width=50, log=log, room=env.width))
+        out.append(render.histogram(value, bins=nbins, width=50, log=log, room=env.width, asked=bool(bins)))
     return out
 
 

@@ -79,15 +79,18 @@ def cmd_nodes(env: Env, args: list[str]):
     t = target_of(env, args)
     ops, names = pop_all(args, "--op"), pop_all(args, "--name")
     ops += [a[3:] for a in args if a.startswith("op:")]
-    rest = [a for a in args if not a.startswith("op:")] + names
-    if ops:  # op types as Selection reads them: comma-separated, an empty one refused
-        rest.append("op:" + ",".join(api.Selection(ops=tuple(ops)).ops))
-    args[:] = rest
-    if len(args) > 1:
-        raise bad("nodes", "give one GLOB or op:TYPE")
-    sites = t.index.find_nodes(args[0] if args else None)
+    names += [a for a in args if not a.startswith("op:")]
+    # as a selection reads them: any of the names, and of the op types (comma-separated, an empty one refused); both
+    # given, a node matches one of each (`nodes --op Conv --name 'Conv@1*'` was refused: "give one GLOB or op:TYPE")
+    want = [names] if names else []
+    want += [["op:" + ",".join(api.Selection(ops=tuple(ops)).ops)]] if ops else []
+    sites = t.index.find_nodes(None)
+    for patterns in want:
+        hits = {s.index for p in patterns for s in t.index.find_nodes(p)}
+        sites = [s for s in sites if s.index in hits]
     if not sites:
-        raise UsageError(f"nodes: nothing matches {args[0]!r} (a name glob such as 'conv*', or op:TYPE)")
+        said = " and ".join(" or ".join(repr(p) for p in patterns) for patterns in want)
+        raise UsageError(f"nodes: nothing matches {said} (a name glob such as 'conv*', or op:TYPE)")
     table = Table(NODE_COLUMNS)
     for s in sites:
         ins = ", ".join(i for i in s.node.input if i)

@@ -1,0 +1,91 @@
+"""The debugger, on what its users found: `where max==4611686018427387905` "found" a tensor of max 2^62 (int64
+statistics compared in float64), and `where max>4611686018427387900` went past it; `where` searched no model output
+computed from constants (0 tensors of a model without inputs, right after `run` pointed to `where`) and `step`
+passed over every node of such a model; `inputs FILE --model b` said "the model expects" model a's shape;
+`show --bins 50` of 100 values drew 11 bins without a word; `nodes --op T --name G` was refused ("give one GLOB
+or op:TYPE"). The oracle: Python's integers, numpy, and the graphs as built."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto as T
+from onnx import helper as h
+from onnx import numpy_helper as nh
+from typer.testing import CliRunner
+
+from conftest import make_model
+from onnxprobe.cli.main import app
+
+ENV = {"COLUMNS": "200", "NO_COLOR": "1", "ONNXPROBE_NO_CACHE": "1"}
+
+
+def _debug(tmp_path, args: list[str], lines) -> tuple[int, str]:
+    f = tmp_path / "s.txt"
+    f.write_text("\n".join(lines) + "\n")
+    r = CliRunner().invoke(app, ["debug", *args, "--script", str(f)], env=ENV)
+    assert "Traceback" not in r.output and "internal error" not in r.output, r.output
+    return r.exit_code, r.output
+
+
+def _int64_model(path) -> str:
+    nodes = [h.make_node("Cast", ["x"], ["xi"], to=T.INT64, name="casti"), h.make_node("Mul", ["xi", "big"], ["t2"], name="muli"),
+             h.make_node("Add", ["t2", "t2"], ["t6"], name="addi")]
+    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [4])], [h.make_tensor_value_info("t6", T.INT64, [4])],
+                     [nh.from_array(np.array(2**60, np.int64), "big")])
+    onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), str(path))
+    return str(path)
+
+
+def test_where_compares_int64_statistics_exactly(tmp_path):
+    m = _int64_model(tmp_path / "m.onnx")
+    t2_max = 4 * 2**60  # x = [1, 2, 3, 4]: t2 = x * 2^60, its max 2^62; t6 = 2 t2, its max 2^63
+    rc, out = _debug(tmp_path, [m, "--input", "x=[1, 2, 3, 4]"],
+                     [f"where max=={t2_max + 1}", f"where max=={t2_max}", f"where max>{t2_max - 4}"])
+    lines = [ln for ln in out.splitlines() if "where max" in ln]
+    assert lines[0].startswith(f"no tensor where max=={t2_max + 1}"), out  # 2^62 + 1 rounds to 2^62 in float64
+    assert f"first tensor where max=={t2_max}: t2" in lines[1] and f"max {t2_max} == {t2_max}" in out, out
+    assert f"first tensor where max>{t2_max - 4}: t2" in lines[2], out  # was skipped: 2^62 - 4 is 2^62 in float64
+
+
+def test_where_searches_outputs_computed_from_constants_and_step_stops_at_them(tmp_path):
+    c = nh.from_array(np.array([[0, 1, 2], [3, 4, 5]], np.float32))
+    nodes = [h.make_node("Constant", [], ["k"], value=c, name="const"), h.make_node("Relu", ["k"], ["r"], name="relu"),
+             h.make_node("Log", ["r"], ["lg"], name="log")]
+    m = str(tmp_path / "noinput.onnx")
+    onnx.save(make_model(nodes, [], [h.make_tensor_value_info("lg", T.FLOAT, [2, 3])]), m)
+    rc, out = _debug(tmp_path, [m], ["run", "where inf", "goto #0", "step"])
+    assert "first tensor where inf: lg" in out and "1 Inf in 6 values" in out, out  # log(0) = -inf: the oracle
+    assert "already at the last node" not in out and out.count("#2/2 log") >= 2, out
+
+
+def test_inputs_for_model_b_that_model_a_refuses_names_model_a(tmp_path):
+    vi = h.make_tensor_value_info
+    a, b = str(tmp_path / "a.onnx"), str(tmp_path / "b.onnx")
+    onnx.save(make_model([h.make_node("Relu", ["x"], ["y"])], [vi("x", T.FLOAT, [2, 3, 4])], [vi("y", T.FLOAT, [2, 3, 4])]), a)
+    onnx.save(make_model([h.make_node("Relu", ["x"], ["y"])], [vi("x", T.FLOAT, [2, 4])], [vi("y", T.FLOAT, [2, 4])]), b)
+    np.savez(tmp_path / "x24.npz", x=np.zeros((2, 4), np.float32))
+    rc, out = _debug(tmp_path, [a, b], [f"inputs {tmp_path / 'x24.npz'} --model b"])
+    assert rc != 0 and "model a (" in out and "a.onnx" in out and "the other model shares" in out, out
+
+
+def test_show_says_when_it_draws_fewer_bins_than_asked(tmp_path):
+    vi = h.make_tensor_value_info
+    m = str(tmp_path / "m.onnx")
+    onnx.save(make_model([h.make_node("Relu", ["x"], ["y"], name="r")], [vi("x", T.FLOAT, [100])], [vi("y", T.FLOAT, [100])]), m)
+    rc, out = _debug(tmp_path, [m], ["show x --bins 50", "show x --bins 5"])
+    drawn = [ln for ln in out.splitlines() if "│" in ln]
+    assert len(drawn) == 11 + 5, out  # at most sqrt(100) + 1 = 11 of the 50 asked
+    assert "11 bins, not 50" in out and "not 5:" not in out, out
+
+
+def test_nodes_takes_an_op_type_and_a_name_glob_together(tmp_path):
+    vi = h.make_tensor_value_info
+    nodes = [h.make_node("Relu", ["x"], ["a"], name="Relu_1"), h.make_node("Relu", ["a"], ["b"], name="Relu_2"),
+             h.make_node("Sigmoid", ["b"], ["c"], name="Sig_1"), h.make_node("Relu", ["c"], ["y"], name="Relu_10")]
+    m = str(tmp_path / "m.onnx")
+    onnx.save(make_model(nodes, [vi("x", T.FLOAT, [4])], [vi("y", T.FLOAT, [4])]), m)
+    rc, out = _debug(tmp_path, [m], ["nodes --op Relu --name '*_1*'", "nodes --name 'Relu_2' --name 'Sig*'", "nodes op:Sigmoid --name 'Relu*'"])
+    counts = [ln for ln in out.splitlines() if " of 4 nodes" in ln]
+    assert counts[:2] == ["2 of 4 nodes", "2 of 4 nodes"], out  # Relu_1, Relu_10; Relu_2, Sig_1
+    assert "nothing matches 'Relu*' and 'op:Sigmoid'" in out, out
