@@ -21,9 +21,18 @@ def with_sources(obs: list, producer: dict, const: set[str], inputs: set[str],
     (shape computations and indices, which two exporters write differently, are no evidence of what a
     node computes: ``match.engine``)."""
     observed = {o.name for o in obs}
+    # codes a QLinear* node wrote that the graph itself dequantizes (a QOperator model's DequantizeLinear feeding a
+    # float op, HardSigmoid, beside the QLinearMul that reads the codes): read as that observed view, the value
+    # they hold; the walk went past them to what their QLinear* node read
+    view_of = {producer[o.name].node.input[0]: o.name for o in obs
+               if o.op_type == "DequantizeLinear" and o.name in producer and producer[o.name].node.input
+               and producer[o.name].node.input[0] not in observed}
     memo: dict[str, frozenset] = {}
 
-    def upstream(t: str, depth: int = 0) -> frozenset:
+    def upstream(t: str, depth: int = 0, past_view: bool = False) -> frozenset:
+        """``past_view``: for the view itself, what its codes are computed from."""
+        if t in view_of and not past_view:
+            return frozenset({view_of[t]})
         if t in memo:
             return memo[t]
         if t in inputs:
@@ -80,7 +89,8 @@ def with_sources(obs: list, producer: dict, const: set[str], inputs: set[str],
     for o in obs:
         if o.name in producer:
             n = producer[o.name].node
-            src = frozenset().union(*(upstream(i) for i in n.input if i)) if n.input else frozenset()
+            own = view_of.get(n.input[0]) == o.name if n.input else False  # a view reads its codes' sources
+            src = frozenset().union(*(upstream(i, past_view=own) for i in n.input if i)) if n.input else frozenset()
             digest, sizes, samples = weights(layer_of(o, n))
             o = replace(o, sources=tuple(sorted(src)), data=o.name in floats, weights=digest, weight_sizes=sizes,
                         weight_samples=samples, writer=computing(o.name, producer, lambda site: site.node).name)

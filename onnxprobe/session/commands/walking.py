@@ -23,8 +23,8 @@ def cmd_where(env: Env, args: list[str]):
     """STAT: absmax, min, max, mean, std, abs_mean, zero_fraction, nan, inf, count; OP: < <= > >= == !=.
     Examples: `where nan`, `where absmax>1e4`, `where std<1e-6`. The cursor moves to the producing node
     (a graph input's or weight's first reader that ran; then `back` walks upstream); `where COND --next` searches after the cursor (after the tensor the last `where` found, while the cursor is where it left it). The search covers the
-    graph inputs and every activation; --weights adds initializers, Constant outputs and what is
-    computed from them alone. Statistics of every tensor are computed once per inputs/device."""
+    graph inputs and every activation (a model output is one, whatever it is computed from); --weights adds
+    initializers, Constant outputs and what is computed from them alone. Statistics of every tensor are computed once per inputs/device."""
     t = target_of(env, args, env.state.current)
     nxt = pop_option(args, "--next", flag=True)
     weights = bool(pop_option(args, "--weights", flag=True))
