@@ -244,6 +244,7 @@ class Voice:
 LIST_NODES = "list the nodes"  # `onnxprobe inspect --nodes MODEL`
 LIST_OPS = "list the op types"  # `onnxprobe inspect MODEL`
 GLOB_QUOTES = "names and globs"  # a name glob matched nothing: case-sensitive, and quoted in a shell
+STATS_ONLY = "statistics without values"  # a body's values that cannot stack: `layers` without --save, `mark --stats`
 
 # flag -> (how the reader sets that setting, how it gives an input's NAME and VALUE for it): ``speaking``'s
 _WORDS: ContextVar[Mapping[str, tuple[str, str]]] = ContextVar("onnxprobe_words", default={})

@@ -89,3 +89,38 @@ def test_nodes_takes_an_op_type_and_a_name_glob_together(tmp_path):
     counts = [ln for ln in out.splitlines() if " of 4 nodes" in ln]
     assert counts[:2] == ["2 of 4 nodes", "2 of 4 nodes"], out  # Relu_1, Relu_10; Relu_2, Sig_1
     assert "nothing matches 'Relu*' and 'op:Sigmoid'" in out, out
+
+
+def _loop(path) -> str:
+    body = h.make_graph([h.make_node("Identity", ["cin"], ["cout"], name="idc"),
+                         h.make_node("Concat", ["vin", "vin"], ["vout"], axis=0, name="cat"),
+                         h.make_node("ReduceSum", ["vout"], ["s"], keepdims=1, name="rsum")], "body",
+                        [h.make_tensor_value_info("i", T.INT64, []), h.make_tensor_value_info("cin", T.BOOL, []),
+                         h.make_tensor_value_info("vin", T.FLOAT, ["d"])],
+                        [h.make_tensor_value_info("cout", T.BOOL, []), h.make_tensor_value_info("vout", T.FLOAT, ["d"]),
+                         h.make_tensor_value_info("s", T.FLOAT, ["d"])])
+    g = h.make_graph([h.make_node("Loop", ["n", "c", "v0"], ["vf", "ss"], body=body, name="loop")], "g",
+                     [h.make_tensor_value_info("n", T.INT64, []), h.make_tensor_value_info("c", T.BOOL, []),
+                      h.make_tensor_value_info("v0", T.FLOAT, [2])],
+                     [h.make_tensor_value_info("vf", T.FLOAT, ["d"]), h.make_tensor_value_info("ss", T.FLOAT, ["k", "d"])])
+    onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), str(path))
+    return str(path)
+
+
+def test_a_loop_of_no_iteration_did_not_run_and_unstackable_values_get_the_debuggers_advice(tmp_path):
+    """A Loop of no iteration: its body's tensors did not run (as `stats` says); `show` printed them as run and empty,
+    of an invented shape [0x0], `save` wrote that array and `save all` stored it. A body tensor whose shape changes
+    between iterations cannot be stacked: the advice named the command line's flags, not the debugger's `stats`."""
+    m = _loop(tmp_path / "loop.onnx")
+    out_npz = tmp_path / "all.npz"
+    rc, out = _debug(tmp_path, [m], ["input n 0", "input c true", "input v0 [1, 2]", "show vout", f"save vout {tmp_path / 'v.npy'}",
+                                     "probe add vout", f"save all {out_npz}"])
+    assert out.count("vout: not run on these inputs") == 2 and "[0x0]" not in out, out
+    assert not (tmp_path / "v.npy").exists()
+    with np.load(out_npz) as z:
+        assert "vout" not in z.files and "vf" in z.files
+    rc, out = _debug(tmp_path, [m], ["input n 2", "input c true", "input v0 [1, 2]", "show vout"])
+    assert "`stats` of them" in out and "--save" not in out, out
+    r = CliRunner().invoke(app, ["layers", m, "--all", "--input", "n=2", "--input", "c=true", "--input", "v0=[1, 2]",
+                                 "--save", str(tmp_path / "s.npz")], env=ENV)
+    assert r.exit_code == 1 and "drop --save, or mark --stats" in r.output, r.output

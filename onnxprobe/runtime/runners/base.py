@@ -26,7 +26,7 @@ from typing import ClassVar
 import numpy as np
 import onnx
 
-from onnxprobe.errors import DeviceUnavailable, ExecutionError, SessionError
+from onnxprobe.errors import STATS_ONLY, DeviceUnavailable, ExecutionError, SessionError, settings_error
 from onnxprobe.graph.expose import unsure_stack
 from onnxprobe.graph.select import refs_by_key
 from onnxprobe.graph.stale_shapes import without_shapes
@@ -327,10 +327,12 @@ class GraphRunner(Runner):
                                   "from it, on this runtime and these types)")
         if stacked:
             names = some(stacked)
-            return ExecutionError(f"{e} (the model itself runs on these inputs: what fails is stacking the values of {names}, "
-                                  "tensors of a Loop or Scan body, one per iteration, which cannot be done where their shape "
-                                  "changes between iterations or they lie in an If branch there; their statistics can be "
-                                  "taken without their values: drop --save, or mark --stats)")
+            return settings_error(ExecutionError, lambda say: (
+                f"{e} (the model itself runs on these inputs: what fails is stacking the values of {names}, tensors of a "
+                "Loop or Scan body, one per iteration, which cannot be done where their shape changes between iterations "
+                "or they lie in an If branch there; their statistics can be taken without their values: " + say.either(
+                    "api.layers without save or save_to, or api.mark(..., stats=True)", "drop --save, or mark --stats",
+                    about=STATS_ONLY) + ")"))
         err = ExecutionError(f"{e} (the model itself runs on these inputs: what failed is onnxprobe's probed copy of it; "
                              f"please report this, with ONNXPROBE_DEBUG=1's output)")
         err.probed_only = True  # run_plan may plan it again

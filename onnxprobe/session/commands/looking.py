@@ -215,7 +215,7 @@ def cmd_save(env: Env, args: list[str]):
         with writing("save"):
             api.save_npz(runs(), path)
         left = len(names) - saved["tensors"]
-        idle = f"; {left} that did not run on these inputs (If branches not taken) left out" if left else ""
+        idle = f"; {left} that did not run on these inputs (If branches not taken, loops of no iteration) left out" if left else ""
         return f"saved {plural(saved['tensors'], 'tensor')} ({human_bytes(saved['bytes'])}) to {path}{idle}"
     name, _ = resolve_tensor(t, what)
     value = env.state.ensure_values(t, [name])[name]

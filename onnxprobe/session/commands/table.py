@@ -13,7 +13,7 @@ from typing import Callable
 from rich.text import Text
 
 from onnxprobe import api
-from onnxprobe.errors import GLOB_QUOTES, LIST_NODES, LIST_OPS, UsageError, command_line_words, speaking, writing_as
+from onnxprobe.errors import GLOB_QUOTES, LIST_NODES, LIST_OPS, STATS_ONLY, UsageError, command_line_words, speaking, writing_as
 from onnxprobe.report.format import safe
 from onnxprobe.report.table import Verbatim
 from onnxprobe.session import render
@@ -43,7 +43,7 @@ RENAMED_OPTIONS = {"grad": {"--output"}}  # old names the command answers with t
 WORDS = {"--seed": ("seed", "{value}"), "--device": ("device", "{value}"), "--inputs": ("inputs", "{value}"),
          "--input": ("input", "{name} {value}"), "--shape": ("input", "{name} random {value}")}
 # advice that names a command-line command where the debugger has its own for it, in its words (``errors.speaking``)
-ADVICE = {LIST_NODES: "`nodes`", LIST_OPS: "`nodes`",
+ADVICE = {LIST_NODES: "`nodes`", LIST_OPS: "`nodes`", STATS_ONLY: "`stats` of them",
           GLOB_QUOTES: " (names are case-sensitive)"}  # its words are split as a shell's, never globbed: no quotes needed
 
 
