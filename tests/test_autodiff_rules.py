@@ -308,6 +308,12 @@ CASES: list[Case] = [
         attrs=dict(axis=1)),
     one("Expand", {"x": (3, 1)}, consts={"shape": i64(2, 1, 4)}),
     one("Tile", {"x": (2, 3)}, consts={"reps": i64(2, 3)}),
+    # OneHot is linear in its values (label smoothing); -1 wraps to the last class, 5 is out of range: hot nowhere
+    one("OneHot", {"v": (2,)}, consts={"i": np.array([[0, 2], [-1, 5]], np.int64), "depth": np.array(3, np.int64)}, ins=["i", "depth", "v"],
+        attrs=dict(axis=1), torch=False),
+    # Range(start, limit, delta)[k] = start + k delta: 7 values, far from a count that changes (0.5 + 7 x 0.25 > 2.1)
+    one("Range", {"s": (), "d": ()}, consts={"lim": f64(2.1)}, ins=["s", "lim", "d"], torch=False,
+        gen={"s": lambda rng, sh: np.array(0.5 + 0.01 * rng.uniform()), "d": lambda rng, sh: np.array(0.25 + 0.01 * rng.uniform())}),
     one("Pad", {"x": (2, 3, 4)}, consts={"pads": i64(0, 1, 2, 0, 2, 1), "v": f64(0.5)}),
     one("Pad", {"x": (2, 4, 5)}, consts={"pads": i64(1, 2, 2, 1), "v": f64(0.0), "axes": i64(1, 2)}, attrs=dict(mode="reflect"),
         opset=18, id="Pad-reflect-axes-opset18"),

@@ -24,6 +24,7 @@ from onnxprobe.autodiff.check32 import check_direction, check_float32
 from onnxprobe.autodiff.float64_copy import to_float64  # noqa: F401 (the check's float64 copy, as callers import it)
 from onnxprobe.autodiff.kinks import apart, several_kinks, unit
 from onnxprobe.autodiff.nested import rename
+from onnxprobe.errors import ExecutionError, first_line
 from onnxprobe.graph.builder import all_names, fresh_name
 from onnxprobe.graph.walk import toposort
 
@@ -138,7 +139,7 @@ def check_gradients(items: list[CheckItem], loss: Callable[[str, np.ndarray], fl
     out: dict[str, dict] = {}
     if progress is not None:
         progress(0, len(items))
-    for it in items:
+    def one(it: CheckItem) -> None:
         g = it.grad
         R, by = (rounding or {}).get(it.name, (0.0, None))
         R = R if np.isfinite(R) else 0.0
@@ -171,7 +172,7 @@ def check_gradients(items: list[CheckItem], loss: Callable[[str, np.ndarray], fl
             _rounded_by(out[it.name], R, by, L0, eps)
             if progress is not None:
                 progress(len(out), len(items))
-            continue
+            return
         worst, detail, settled, flat, swamped, hmin, kinks = 0.0, None, False, False, None, h0 / 1000, None
         for v in directions:
             v = unit(v)
@@ -207,6 +208,16 @@ def check_gradients(items: list[CheckItem], loss: Callable[[str, np.ndarray], fl
         _rounded_by(out[it.name], R, by, L0, eps)
         if progress is not None:
             progress(len(out), len(items))
+
+    for it in items:
+        try:
+            one(it)
+        except ExecutionError as e:  # a step moved the model where it does not run (a Range's count, a shape)
+            out[it.name] = {"error": None, "tolerance": tol, "ok": None, "fd": None, "grad_dot": None, "step": None,
+                            "kink": None, "precision": precision,
+                            "unresolved": f"the model does not run with {it.name!r} moved by a step: {first_line(e)[:200]}"}
+            if progress is not None:
+                progress(len(out), len(items))
     return out
 
 

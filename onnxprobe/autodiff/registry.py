@@ -68,7 +68,7 @@ _nd("index", "returns indices", "ArgMax", "ArgMin", "NonZero", "NonMaxSuppressio
 _nd("piecewise", "piecewise constant: zero gradient almost everywhere", "Sign", "Floor", "Ceil", "Round", "Hardmax")
 _nd("integer", "integer or bit arithmetic", "BitShift", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot",
     "BitCast", "com.microsoft:MurmurHash3")
-_nd("builder", "builds a tensor from shapes or indices alone", "ConstantOfShape", "EyeLike", "Range", "OneHot",
+_nd("builder", "builds a tensor from shapes or indices alone", "ConstantOfShape", "EyeLike",
     "BlackmanWindow", "HannWindow", "HammingWindow", "MelWeightMatrix", "com.microsoft:Range")
 _nd("random", "random sampling", "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
     "Multinomial", "Bernoulli")

@@ -178,6 +178,24 @@ def gather(g):
     return [dxt if a == 0 else g.Transpose(dxt, perm=inv)]
 
 
+@rule("OneHot", inputs=(2,))
+def onehot(g):
+    """y = values[1] where onehot(indices, depth), else values[0]: linear in values (label smoothing writes
+    OneHot(labels, K, [eps / K, 1 - eps]))  ->  dvalues = [sum(dy) - sum(dy * mask), sum(dy * mask)], the mask
+    OneHot itself makes of the indices (negative ones wrapped, those out of range hot nowhere)"""
+    mask = g.OneHot(g.x[0], g.x[1], g.const(np.array([0, 1], g.dtype)), axis=g.attr("axis", -1))
+    hot = g.reduce_sum(g.flat(g.Mul(g.dy, mask)), [0], keepdims=1)
+    return {2: g.Concat(g.Sub(g.reduce_sum(g.flat(g.dy), [0], keepdims=1), hot), hot, axis=0)}
+
+
+@rule("Range", inputs=(0, 2))
+def arange(g):
+    """y[i] = start + i * delta  ->  dstart = sum(dy), ddelta = sum(i * dy); limit only sets how many there are
+    (piecewise constant: no gradient)"""
+    i = g.Cast(g.Range(g.const(np.array(0, np.int64)), g.Size(g.dy), g.const(np.array(1, np.int64))), to=g.elem)
+    return {0: g.reduce_sum(g.dy, [0], keepdims=0), 2: g.reduce_sum(g.Mul(i, g.dy), [0], keepdims=0)}
+
+
 @rule("GatherElements")
 def gather_elements(g):
     """y[i][j] = x[idx[i][j]][j] (axis 0, and likewise for other axes)  ->  dx = zeros with dy added
