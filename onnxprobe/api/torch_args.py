@@ -48,8 +48,9 @@ def eager(module, where: str = "the module"):
     return module
 
 
-def example_inputs(model: Model, inputs: InputSpec | None, example_args: tuple | None) -> InputSpec | None:
-    """The example arguments as the inputs, in the ONNX inputs' order, when none are given otherwise."""
+def example_inputs(model: Model, inputs: InputSpec | None, example_args: tuple | None, module=None) -> InputSpec | None:
+    """The example arguments as the inputs, in the ONNX inputs' order, when none are given otherwise (``module``:
+    whose forward()'s parameters name them, ``fed_positions``)."""
     if example_args is None or (inputs is not None and inputs.names()):
         return inputs
     torch = require_torch()
@@ -61,7 +62,7 @@ def example_inputs(model: Model, inputs: InputSpec | None, example_args: tuple |
                              f"{', '.join(meta)} {'hold' if len(meta) > 1 else 'holds'} no data (meta tensors, device='meta'): "
                              f"give tensors with values, or the inputs with {say(INPUT)}")
     specs = _feeds.model_inputs(model.proto)
-    fed = fed_positions(model, example_args)
+    fed = fed_positions(model, example_args, module)
     tensors = [to_numpy(example_args[k]) if isinstance(example_args[k], torch.Tensor)
                else _number(example_args[k], specs[j]) if j < len(specs) and not isinstance(example_args[k], np.ndarray)
                else example_args[k] for j, k in enumerate(fed)]
@@ -74,15 +75,36 @@ def example_inputs(model: Model, inputs: InputSpec | None, example_args: tuple |
     return InputSpec(seed=base.seed, int_range=base.int_range, arrays=arrays, arrays_from="the example arguments")
 
 
-def fed_positions(model: Model, example_args: tuple) -> list[int]:
+def fed_positions(model: Model, example_args: tuple, module=None) -> list[int]:
     """The positions of the example arguments that are the ONNX model's inputs: its tensors (torch's or
     numpy's); where the model takes more inputs than that and its Python numbers make up the count (the
-    legacy exporter makes ``forward(x, scale: float)``'s scale a 0-d input; dynamo bakes it in), those too."""
+    legacy exporter makes ``forward(x, scale: float)``'s scale a 0-d input; dynamo bakes it in), those too;
+    where it takes fewer, the arguments of forward()'s parameters that its inputs are named after (the legacy
+    exporter drops an argument forward() never reads, ``forward(x, mask)``: ``mask`` then goes to torch alone)."""
     torch = require_torch()
-    count = len(_feeds.model_inputs(model.proto))
+    specs = _feeds.model_inputs(model.proto)
+    count = len(specs)
     tensors = [k for k, a in enumerate(example_args) if isinstance(a, (torch.Tensor, np.ndarray))]
+    if len(tensors) > count and module is not None:
+        named = _by_parameter_names(module, [s.name for s in specs], len(example_args))
+        if named is not None:
+            return named
     numbers = [k for k, a in enumerate(example_args) if isinstance(a, (torch.Tensor, np.ndarray, int, float, np.generic))]
     return numbers if len(tensors) != count and len(numbers) == count else tensors
+
+
+def _by_parameter_names(module, names: list[str], n: int) -> list[int] | None:
+    """The positions of forward()'s parameters named ``names`` (the ONNX inputs, in their order), where each is
+    one of its first ``n`` and they come in forward()'s order (the tensors fill them in that order); else None."""
+    import inspect
+
+    try:
+        params = [p.name for p in inspect.signature(module.forward).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)][:n]
+    except (TypeError, ValueError):  # a forward() whose signature Python cannot read (a C extension)
+        return None
+    at = [params.index(m) if m in params else None for m in names]
+    return at if None not in at and at == sorted(at) else None
 
 
 def _number(value, spec) -> np.ndarray:
@@ -108,10 +130,10 @@ def prepare(a, module, example_args, inputs, config):
     if empty is not None:  # torch's forward would stop on it (on another device than the inputs)
         raise setting_error(UsageError, VS_TORCH, f": the module's {empty} holds no data (a meta tensor: built under "
                             "torch.device('meta')); load its weights first (load_state_dict(..., assign=True))")
-    fs = _feeds.make_feeds(a_model.proto, example_inputs(a_model, inputs, args))
+    fs = _feeds.make_feeds(a_model.proto, example_inputs(a_model, inputs, args, mod))
     require_torch()  # a MissingExtra before any work, where torch is not installed
     template = None
-    fed = set(fed_positions(a_model, args)) if args is not None else set()
+    fed = set(fed_positions(a_model, args, mod)) if args is not None else set()
     if args is not None and len(fed) < len(args):
         template = [None if k in fed else x for k, x in enumerate(args)]
     return a_model, mod, fs, config or RunConfig(), template

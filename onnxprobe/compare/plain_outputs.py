@@ -39,8 +39,11 @@ def plain_pairs(plan) -> list[int]:
         return []
     if not (rounds_otherwise(plan.a, [p.a for p in plan.report]) or rounds_otherwise(plan.b, [p.b for p in plan.report])):
         return []
-    return [k for k, p in enumerate(plan.report)
-            if all(o.is_output and o.kind == "float" and o.probe == o.name for o in (p.a, p.b))]
+    # a side that runs no graph (the torch module of --vs-torch) gives its outputs as they are, whatever is probed
+    def as_is(o, side) -> bool:
+        return o.is_output and o.kind == "float" and (o.probe == o.name or not side.runs_graphs)
+
+    return [k for k, p in enumerate(plan.report) if as_is(p.a, plan.a) and as_is(p.b, plan.b)]
 
 
 def measure_plain(plan, feeds: dict, out: dict, sample: int, sums_of) -> list[str]:
@@ -50,12 +53,12 @@ def measure_plain(plan, feeds: dict, out: dict, sample: int, sums_of) -> list[st
     ks = [k for k in plan.plain if k in out and out[k].sums is not None and out[k].problem is None]
     if not ks:
         return []
-    va = _plain(plan.a.runner, [plan.report[k].a.name for k in ks], feeds)
-    vb = _plain(plan.b.runner, [plan.report[k].b.name for k in ks], feeds)
+    va = _plain(plan.a.runner, [plan.report[k].a.probe for k in ks], feeds)
+    vb = _plain(plan.b.runner, [plan.report[k].b.probe for k in ks], feeds)
     changed = []
     for k in ks:
         p = plan.report[k]
-        a, b = va.get(p.a.name), vb.get(p.b.name)
+        a, b = va.get(p.a.probe), vb.get(p.b.probe)
         if a is None or b is None or np.shape(a) != np.shape(b):  # (numpy arrays: nothing kept on a device)
             continue
         s = sums_of(a, b, plan.rtol_of(p), sample, tolerance=plan.tolerance_of(p))
@@ -68,7 +71,8 @@ def measure_plain(plan, feeds: dict, out: dict, sample: int, sums_of) -> list[st
 
 def _plain(runner, names: list[str], feeds: dict) -> dict:
     """A plain run's outputs: all its model's outputs (none more probed), or, for a side with no model (``--vs-npz``:
-    saved values, which no probing changes), the values of ``names``."""
+    saved values; ``--vs-torch``: the module's outputs, which no probing changes), the values of ``names`` (their
+    probes: 'output:0' of the module)."""
     model = getattr(runner, "model", None)
     return runner.values([o.name for o in model.graph.output] if model is not None else names, feeds)
 
