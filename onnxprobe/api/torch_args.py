@@ -100,9 +100,12 @@ def _by_parameter_names(module, names: list[str], n: int) -> list[int] | None:
 
     try:
         params = [p.name for p in inspect.signature(module.forward).parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)][:n]
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     except (TypeError, ValueError):  # a forward() whose signature Python cannot read (a C extension)
         return None
+    if len(params) < n:  # more arguments than forward() takes: refused as a count that disagrees
+        return None
+    params = params[:n]
     at = [params.index(m) if m in params else None for m in names]
     return at if None not in at and at == sorted(at) else None
 
