@@ -65,7 +65,8 @@ def grad_side(label: str, model: Model, plan, runner: Runner, candidates: list[t
                 key=grad_name(o.key), name=grad_name(o.name), probe=grads[t], node=o.node, op_type=o.op_type,
                 effective_op=o.effective_op, index=o.index, shape=o.shape, kind=o.kind, is_output=o.is_output,
                 # what its node reads, by the gradients' names: the structural matching pairs by it as diff does
-                tails_after=o.tails_after, conv_bn=o.conv_bn, data=o.data,
+                tails_after=o.tails_after, conv_bn=o.conv_bn, data=o.data, weights=o.weights, weight_sizes=o.weight_sizes,
+                weight_samples=o.weight_samples,  # its node's weights: two Convs of one weight took no tail in
                 sources=tuple(x if x.startswith("input:") else grad_name(x) for x in o.sources))))
     # the weights of one node in the order it reads them (W before B), not by name: structural alignment
     # pairs by order, and names sort apart ('onnx::Conv_16' < 'onnx::Conv_17' but '0.bias' < '0.weight')
@@ -208,7 +209,8 @@ def candidates(model: onnx.ModelProto, obs: Observation, extra: frozenset[str] |
             # without what each node reads, the structural matching paired by op and shape alone
             out.append((t, Observable(key=o.key, name=o.name, probe=t, node=o.node, op_type=o.op_type,
                                       effective_op=o.effective_op, index=o.index, shape=o.shape, kind=o.kind,
-                                      tails_after=o.tails_after, conv_bn=o.conv_bn, sources=o.sources, data=o.data)))
+                                      tails_after=o.tails_after, conv_bn=o.conv_bn, sources=o.sources, data=o.data,
+                                      weights=o.weights, weight_sizes=o.weight_sizes, weight_samples=o.weight_samples)))
     return out
 
 

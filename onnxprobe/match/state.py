@@ -69,7 +69,7 @@ class MatchState:
         or a Conv with its tail folded in against one the tail follows (paired later, with the tail's output)."""
         a, b = self.obs_a[i], self.obs_b[j]
         if (strategy != "map" and a.kind == b.kind == "float" and canonical(a.effective_op) == canonical(b.effective_op) and is_conv(a)
-                and a.tails_after != b.tails_after):
+                and a.tails_after != b.tails_after and not unfolded(a, b)):
             # one name, two functions: a Conv with its BatchNormalization (or bias, scale) folded in against one the
             # tail follows; the folded one pairs with the tail's output (``match.folds``), by alignment
             # (the one more tails follow took fewer in: onnxsim folds a BatchNormalization and a scale, not the bias)
@@ -300,13 +300,19 @@ def alike(a: Observable, b: Observable, shared: set[str], a_scope=None, open_sha
             and not relu_folded and not contradicts(a, b, shared) and not other_settings(a, b))
 
 
+def unfolded(a: Observable, b: Observable) -> bool:
+    """Two Convs that read the same weights, byte for byte: neither took a BatchNormalization or scale in (that
+    changes the weights), whatever follows each (B's Conv followed by x2 in 2 sigmoid(2x) - 1, A's by Tanh)."""
+    return bool(a.weights) and a.weights == b.weights
+
+
 def _same_function_op(a: Observable, b: Observable) -> bool:
     """The same op (or one function that two exporters write with other ops: ``match.ops.function_op``), or a
     Conv with its tails folded in against the last folded tail's output (``match.folds``): as many tails follow
     each; never a Conv whose tail follows against one whose does not (the folded one computes the tail's
     function too), nor two tails of chains that have more or fewer tails still to come."""
     if function_op(a) == function_op(b):  # a GlobalAveragePool and its ReduceMean too (``match.ops.global_pool``)
-        return a.tails_after == b.tails_after
+        return a.tails_after == b.tails_after or unfolded(a, b)
     conv, bn = (a, b) if is_conv(a) else (b, a)
     return is_conv(conv) and bn.conv_bn and conv.tails_after == bn.tails_after
 
