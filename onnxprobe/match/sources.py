@@ -11,6 +11,11 @@ from onnxprobe.match.ops import VALUE_PRESERVING, computing
 from onnxprobe.match.weights import Weight, packed_weight
 
 
+# ops that make another number of values of the weights they read (``with_sources``'s ``resized``)
+RESIZING = frozenset({"Gather", "GatherElements", "GatherND", "Expand", "Tile", "Slice", "Concat", "Pad", "Compress",
+                      "OneHot", "Resize", "Range", "ConstantOfShape"})
+
+
 def with_sources(obs: list, producer: dict, const: set[str], inputs: set[str],
                   floats: set[str], digests: dict[str, Weight] | None = None,
                   codes_of: dict[str, int] | None = None, ints: dict[str, str] | None = None,
@@ -56,21 +61,34 @@ def with_sources(obs: list, producer: dict, const: set[str], inputs: set[str],
             return {t}
         return set().union(*(roots(x, depth + 1) for x in producer[t].node.input if x)) if producer[t].node.input else {t}
 
+    def resized(t: str, depth: int = 0) -> bool:
+        """Whether constant ``t`` is computed from its weights by an op that makes another number of values of them
+        (an embedding's Gather at constant indices, Expand, Tile: a tool folds it into a weight of the output's size,
+        onnxruntime's basic level a BERT's token-type lookup, 256 values of a 64-value table)."""
+        if t in digests or depth > 8 or t not in producer:
+            return False
+        n = producer[t].node
+        return n.op_type in RESIZING or any(resized(x, depth + 1) for x in n.input if x)
+
     def weights(n) -> tuple[tuple[str, ...], tuple[int, ...], tuple]:
-        out = set()
+        out, unsized = set(), set()  # unsized: weights read through a resizing op, whose sizes tell nothing
         packed = packed_weight(n)  # a weight stored with its quantization: counted as the weight it holds
         for k, i in enumerate(n.input):
             if packed and k in packed[0]:
                 continue
             if i in const:
                 out |= roots(i)
+                unsized |= roots(i) if resized(i) else set()
             elif i in producer and producer[i].node.input and all(x in const for x in producer[i].node.input if x):
                 out |= set().union(*(roots(x) for x in producer[i].node.input if x))
+                if producer[i].node.op_type in RESIZING or any(resized(x) for x in producer[i].node.input if x):
+                    unsized |= set().union(*(roots(x) for x in producer[i].node.input if x))
         found = [digests[w] for w in out if w in digests]
-        codes = {codes_of[w] for w in out if w in codes_of and codes_of[w] > 1}  # quantized weights: their sizes too
+        sized = [digests[w] for w in out - unsized if w in digests]
+        codes = {codes_of[w] for w in out - unsized if w in codes_of and codes_of[w] > 1}  # quantized weights: sizes too
         codes |= {packed[1]} if packed else set()
-        return (tuple(sorted({w.digest for w in found})), tuple(sorted({w.size for w in found if w.size > 1} | codes)),
-                tuple(sorted({(w.size, w.sample) for w in found if w.size > 1})))
+        return (tuple(sorted({w.digest for w in found})), tuple(sorted({w.size for w in sized if w.size > 1} | codes)),
+                tuple(sorted({(w.size, w.sample) for w in sized if w.size > 1})))
 
     def layer_of(o, n):  # o: a match.observe.Observable
         """The node whose weights a value has: a QDQ value's layer writes the tensor it quantizes (its key),
