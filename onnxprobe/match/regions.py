@@ -76,7 +76,11 @@ def inside_one_node(obs: list, other: list, paired: dict[str, str], skip: set[in
         node = other_by_name.get(paired.get(end.name, ""))
         if node is None or not node.sources or not end.sources or node.name in opaque:
             continue
-        ins = {s if s.startswith("input:") else back.get(s, "") for s in node.sources}
+        # what it reads, less what a Reshape (a move that keeps the values) it reads reads in turn, unpaired:
+        # onnxruntime's Gemm fusion reshapes a 2-D Gemm's output back, which the Gelu after it reads through
+        moved = {t for s in node.sources if (o := other_by_name.get(s)) is not None and o.op_type in VALUE_PRESERVING
+                 for t in o.sources}
+        ins = {s if s.startswith("input:") else back.get(s, "") for s in node.sources if s not in moved or s in back}
         if "" in ins:  # the node reads a tensor paired with nothing here
             continue
         inside = region(end, ins)
