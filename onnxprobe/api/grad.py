@@ -4,6 +4,7 @@ differences (the numerics are ``autodiff.check.check_gradients``)."""
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 
@@ -63,7 +64,11 @@ class GradRow:
 
     @property
     def norm(self) -> float | None:
-        return None if self.stats is None else self.stats.norm
+        """The gradient's L2 norm: NaN where it holds a NaN, Inf where it holds an Inf (the statistics' own norm is
+        of the finite values: an all-NaN gradient read 0.0)."""
+        if self.stats is None:
+            return None
+        return math.nan if self.stats.nan else math.inf if self.stats.inf else self.stats.norm
 
     @property
     def ratio(self) -> float | None:

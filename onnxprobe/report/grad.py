@@ -35,11 +35,7 @@ def grad_dict(result) -> dict:
             "norm": _num(r.norm), "value_norm": _num(r.value_norm), "ratio": _num(r.ratio),
         }
         if r.stats is not None:
-            d.update(r.stats.to_dict())
-            if r.stats.nan or r.stats.inf:
-                # the statistics' norm is over the finite values (0 when there is none): the norm of a
-                # gradient holding NaN is NaN, with +-Inf (no NaN) Inf; so is |g|/|t|
-                d["norm"] = d["ratio"] = "nan" if r.stats.nan else "inf"
+            d.update(r.stats.to_dict())  # (norm and ratio above as the row gives them: NaN or Inf where it holds one)
         if r.check is not None:
             d["check"] = {k: (_num(v) if isinstance(v, float) else v) for k, v in r.check.items()}
         if r.unjudged:  # the loss is constant in it: rounding noise, shown but not judged
