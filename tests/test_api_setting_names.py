@@ -31,7 +31,7 @@ CASES = {
     "range reversed": (lambda m: api.layers(m, api.Selection(range="2:1")), ["layers", "--range", "2:1"],
                        ("range", "--range", " 2:1: reversed (node 2 comes after node 1)")),
     "range unknown node": (lambda m: api.layers(m, api.Selection(range="nosuch:")), ["layers", "--range", "nosuch:"],
-                           ("range", "--range", ": no node named 'nosuch'")),
+                           ("range", "--range", " nosuch:: no node named 'nosuch'")),
     "shape rank": (lambda m: api.layers(m, inputs=api.InputSpec(shapes={"x": (1, 2, 3)})), ["layers", "--shape", "x=1x2x3"],
                    ("shapes", "--shape", " x: 3 dimensions given, the model expects 2")),
     "shape fixed dim": (lambda m: api.layers(m, inputs=api.InputSpec(shapes={"x": (2, 4)})), ["layers", "--shape", "x=2x4"],

@@ -76,9 +76,9 @@ class _Group(TyperGroup):
         from onnxprobe.errors import OnnxProbeError, debug_enabled
 
         try:  # typer >= 0.16 vendors click; older ones use it
-            from typer._click.exceptions import BadParameter, ClickException, NoArgsIsHelpError
+            from typer._click.exceptions import BadParameter, ClickException, MissingParameter, NoArgsIsHelpError
         except ImportError:  # pragma: no cover
-            from click.exceptions import BadParameter, ClickException, NoArgsIsHelpError
+            from click.exceptions import BadParameter, ClickException, MissingParameter, NoArgsIsHelpError
 
         piped = _stdout_id()
         _sane_columns()
@@ -104,7 +104,8 @@ class _Group(TyperGroup):
             if getattr(param, "param_type_name", None) == "argument" and getattr(e, "param_hint", None) is None:
                 e.param_hint = f"'{argument_word(param)}'"
             where = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
-            if isinstance(e, BadParameter) and getattr(param, "param_type_name", None) == "option":
+            if isinstance(e, BadParameter) and not isinstance(e, MissingParameter) and \
+                    getattr(param, "param_type_name", None) == "option":
                 # a flag's bad value as onnxprobe's own checks say one: "--seed abc: ...", not click's
                 # "Invalid value for '--seed': ... (see --help)"
                 error(_bad_value(e, param, ctx))

@@ -151,7 +151,7 @@ def parse_range(spec: str, node_index: dict[str, int], last: int) -> tuple[int, 
         if x in node_index:
             return node_index[x]
         close = difflib.get_close_matches(x, list(node_index), n=1)
-        raise hinted_setting_error(UsageError, RANGE, f": no node named {quote(unclean(x))}", lambda say: (
+        raise hinted_setting_error(UsageError, RANGE, f"{shown}: no node named {quote(unclean(x))}", lambda say: (
             f"; did you mean {quote(close[0])}?" if close else
             f" (use an index or a node name from {say.either('api.inspect(model).nodes', '`onnxprobe inspect --nodes`', LIST_NODES)})"))
 
