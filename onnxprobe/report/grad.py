@@ -10,7 +10,8 @@ from rich.text import Text
 
 from onnxprobe import __version__
 from onnxprobe.report.console import phrased
-from onnxprobe.report.format import json_float, json_shape, json_word, num, num_or_word, op, safe, shape
+from onnxprobe.report.format import (json_float, json_shape, json_word, num, num_or_word, op, safe, shape, spread_digits,
+                                     type_digits)
 from onnxprobe.report.columns import UNJUDGED
 from onnxprobe.report.table import Column, Table
 from onnxprobe.text import clean, duration, some
@@ -78,10 +79,12 @@ CHECK_OK = Column("check_ok", "check_ok")  # with UNJUDGED (report.columns): a c
 
 
 def _cells(r: dict) -> tuple[list[str], list]:
+    # told apart where they differ past 4 digits (10000.496 .. 10000.504 read "10000 10001 10000"), as layers does
+    digits = spread_digits(r.get("min"), r.get("max"), most=type_digits(r.get("dtype")))
     cells = [
         str(r["index"]) if r["index"] >= 0 else "", r["node"], op(r["op_type"]), r["tensor"],
         KIND.get(r["kind"], "?"), shape(r["shape"]), num_or_word(r["norm"]), num_or_word(r["ratio"], 3),
-        num(r.get("min")), num(r.get("max")), num(r.get("mean")), num(r.get("std")),
+        num(r.get("min"), digits), num(r.get("max"), digits), num(r.get("mean"), digits), num(r.get("std")),
         str(r.get("nan", "-")), str(r.get("inf", "-")),
     ]
     values = [r["index"] if r["index"] >= 0 else None, r["node"], r["op_type"], r["tensor"], r["kind"], r["shape"],
