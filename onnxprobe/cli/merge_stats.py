@@ -45,7 +45,9 @@ def merge_stats(
     merged = api.merge_stats(files)
     notes(merged.get("notes") or [])  # the shards' notes, and the merge's own (shards that share samples)
     if "pairs" in merged:  # diff reports: the pooled comparison, judged again
-        view = view_of(wide, columns, fmt, diff_report.COLUMNS + list(diff_report.JUDGED_COLUMNS.values()), json_)
+        # the data columns its CSV and JSON rows carry too, as diff takes them (problem, unjudged)
+        view = view_of(wide, columns, fmt, diff_report.COLUMNS + list(diff_report.JUDGED_COLUMNS.values())
+                       + [diff_report.PROBLEM, diff_report.UNJUDGED], json_)
         emit(merged, json_, lambda width: diff_dataset_renderables(merged, width, asked=view.columns), view)
         exit_for(merged["verdict"], merged["verdict_reason"])
         return
