@@ -73,6 +73,23 @@ def ort_session(m: onnx.ModelProto | str | Path):
         return None
 
 
+def saved_and_ort_copy(graph: onnx.GraphProto, folder: Path, level: str = "basic", opset: int = 17) -> tuple[str, str]:
+    """(A, B): B the model of ``graph`` saved in ``folder``, A onnxruntime's own optimized copy of it at ``level``
+    (basic, extended: what ``SessionOptions.optimized_model_filepath`` writes, quant_pre_process's first step)."""
+    import onnxruntime as ort
+
+    b, a = str(folder / "b.onnx"), str(folder / "a.onnx")
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8
+    onnx.save(m, b)
+    so = ort.SessionOptions()
+    so.graph_optimization_level = {"basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+                                   "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED}[level]
+    so.optimized_model_filepath = a
+    ort.InferenceSession(b, so, providers=["CPUExecutionProvider"])
+    return a, b
+
+
 def ort_loads(m: onnx.ModelProto | str | Path) -> bool:
     """Whether onnxruntime's CPU provider builds a session of ``m``."""
     return ort_session(m) is not None

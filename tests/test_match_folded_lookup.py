@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 from onnx import TensorProto as T
 from onnx import helper as h
 from onnx import numpy_helper as nh
 
+from conftest import saved_and_ort_copy
 from onnxprobe import api
 from test_diff import _run_with_outputs
 
@@ -29,14 +29,7 @@ def _models(tmp_path) -> tuple[str, str]:
              h.make_node("LayerNormalization", ["s", "gamma", "beta"], ["ln"], axis=-1, name="ln"),
              h.make_node("MatMul", ["ln", "W"], ["mm"], name="mm"), h.make_node("Relu", ["mm"], ["y"], name="relu")]
     g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [1, 8, 32])], [h.make_tensor_value_info("y", T.FLOAT, [1, 8, 16])], inits)
-    b = str(tmp_path / "b.onnx")
-    onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), b)
-    a = str(tmp_path / "a.onnx")
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
-    so.optimized_model_filepath = a
-    ort.InferenceSession(b, so, providers=["CPUExecutionProvider"])
-    return a, b
+    return saved_and_ort_copy(g, tmp_path, "basic")
 
 
 def test_an_add_of_a_folded_lookup_pairs_and_so_does_what_follows(tmp_path):

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 from onnx import TensorProto as T
 from onnx import helper as h
 from onnx import numpy_helper as nh
 
+from conftest import saved_and_ort_copy
 from onnxprobe import api
 
 
@@ -24,13 +24,7 @@ def test_a_spelled_out_gelu_is_folded_into_the_fused_one(tmp_path):
              h.make_node("Div", ["fc", "sqrt2"], ["d"]), h.make_node("Erf", ["d"], ["e"]), h.make_node("Add", ["e", "one"], ["a"]),
              h.make_node("Mul", ["fc", "a"], ["m"]), h.make_node("Mul", ["m", "half"], ["y"])]
     g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [1, 5, 16])], [h.make_tensor_value_info("y", T.FLOAT, [1, 5, 16])], inits)
-    b = str(tmp_path / "b.onnx")
-    onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), b)
-    a = str(tmp_path / "a.onnx")
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
-    so.optimized_model_filepath = a
-    ort.InferenceSession(b, so, providers=["CPUExecutionProvider"])
+    a, b = saved_and_ort_copy(g, tmp_path, "extended")
     ops = {n.op_type for n in onnx.load(a).graph.node}
     assert "Gelu" in ops and "Erf" not in ops, ops  # the oracle: onnxruntime fused them
     x = rng.standard_normal((1, 5, 16)).astype(np.float32)

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 from onnx import TensorProto as T
 from onnx import helper as h
 from onnx import numpy_helper as nh
 
+from conftest import saved_and_ort_copy
 from onnxprobe import api
 from test_diff import _run_with_outputs
 
@@ -29,16 +29,7 @@ def _models(tmp_path) -> tuple[str, str]:
              h.make_node("Relu", ["z"], ["y"], name="relu")]
     g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [1, 20, 3, 8, 15])],
                      [h.make_tensor_value_info("y", T.FLOAT, [1, 20, 8, 15])], inits)
-    m = h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
-    m.ir_version = 8
-    b = str(tmp_path / "b.onnx")
-    onnx.save(m, b)
-    a = str(tmp_path / "a.onnx")
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
-    so.optimized_model_filepath = a
-    ort.InferenceSession(b, so, providers=["CPUExecutionProvider"])
-    return a, b
+    return saved_and_ort_copy(g, tmp_path, "basic", opset=13)
 
 
 def test_a_slice_moved_above_a_transpose_is_another_function_not_a_pair(tmp_path):
