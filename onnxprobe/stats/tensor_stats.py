@@ -346,9 +346,10 @@ class TensorStats:
         if not self.finite or not math.isfinite(self.s1):  # sums past float64's range (values near 1.8e308)
             return math.nan  # unknown, not clamped to an extreme that would pass for a mean
         m = self.shift + self.unit * (self.s1 / self.finite)
-        # rounding never puts the mean outside the data; a float all the same where an int64 tensor's exact extreme
-        # (a Python int) bounds it, not that integer, which read as exact to the unit and as every value the max
-        return float(min(max(m, self.min), self.max))
+        # rounding never puts the mean outside the data: a float where one lies within it; an int64 tensor's exact
+        # extreme (a Python int) where none does ([2^63 - 1000, 2^63 - 1] holds no float64: 2^63 is past the type)
+        m = min(max(m, self.min), self.max)
+        return m if isinstance(m, float) or not self.min <= float(m) <= self.max else float(m)
 
     def _var_in_units(self) -> float:
         """The variance in units of ``unit`` squared (where the true one may overflow float64)."""
