@@ -76,13 +76,12 @@ def with_sources(obs: list, producer: dict, const: set[str], inputs: set[str],
         for k, i in enumerate(n.input):
             if packed and k in packed[0]:
                 continue
-            if i in const:
-                out |= roots(i)
-                unsized |= roots(i) if resized(i) else set()
-            elif i in producer and producer[i].node.input and all(x in const for x in producer[i].node.input if x):
-                out |= set().union(*(roots(x) for x in producer[i].node.input if x))
-                if producer[i].node.op_type in RESIZING or any(resized(x) for x in producer[i].node.input if x):
-                    unsized |= set().union(*(roots(x) for x in producer[i].node.input if x))
+            # a constant, or a tensor computed from constants alone (roots and resized walk its node's inputs)
+            if i in const or (i in producer and producer[i].node.input and all(x in const for x in producer[i].node.input if x)):
+                r = roots(i)
+                out |= r
+                if resized(i):
+                    unsized |= r
         found = [digests[w] for w in out if w in digests]
         sized = [digests[w] for w in out - unsized if w in digests]
         codes = {codes_of[w] for w in out - unsized if w in codes_of and codes_of[w] > 1}  # quantized weights: sizes too
