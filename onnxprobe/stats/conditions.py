@@ -72,8 +72,12 @@ class Condition:
         """What made it hold, in words: '3 NaN, 1 Inf in 4 values', 'absmax 1.2e+04 > 1000'."""
         if self.stat in ("nan", "inf", "nonfinite") and self.op == ">" and self.value == 0:
             return f"{s.nan} NaN, {s.inf} Inf in {s.count} values"
-        v = stat_value(s, self.stat)
-        return f"{self.stat} {v if isinstance(v, int) else format(v, '.4g')} {self.op} {self.value if isinstance(self.value, int) else format(self.value, 'g')}"
+        return f"{self.stat} {_said(stat_value(s, self.stat), '.4g')} {self.op} {_said(self.value, 'g')}"
+
+
+def _said(v, spec: str) -> str:
+    """A statistic or a condition's value in words: an int as the integer it is (int64 extremes), a float by ``spec``."""
+    return str(v) if isinstance(v, int) else format(v, spec)
 
 
 def parse_condition(text: str) -> Condition:

@@ -349,7 +349,9 @@ class TensorStats:
         # rounding never puts the mean outside the data: a float where one lies within it; an int64 tensor's exact
         # extreme (a Python int) where none does ([2^63 - 1000, 2^63 - 1] holds no float64: 2^63 is past the type)
         m = min(max(m, self.min), self.max)
-        return m if isinstance(m, float) or not self.min <= float(m) <= self.max else float(m)
+        if isinstance(m, int) and self.min <= float(m) <= self.max:  # an exact extreme float64 holds within the data
+            return float(m)
+        return m
 
     def _var_in_units(self) -> float:
         """The variance in units of ``unit`` squared (where the true one may overflow float64)."""
