@@ -124,6 +124,13 @@ def in_if_branch(model: onnx.ModelProto) -> set[str]:
             for k in (o, "/".join(s.scope + (o,)))}
 
 
+def in_loop_body(model: onnx.ModelProto) -> set[str]:
+    """Tensors computed inside a Loop or Scan body (at any depth): lifted out, their values are stacked one per
+    iteration, none when it ran no iteration. Named as ``in_if_branch`` names them."""
+    return {k for s in walk(model) if any(n.op_type in ("Loop", "Scan") for n, _ in s.chain) for o in s.node.output if o
+            for k in (o, "/".join(s.scope + (o,)))}
+
+
 def copied_from(nodes, names, passes=None) -> dict[str, str]:
     """Each of ``names`` (initializers) and each tensor that is a copy of one, in node order -> the name it copies:
     an Identity's output (legacy exporters keep a merged initializer's other names so), and the outputs of a node

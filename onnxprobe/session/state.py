@@ -207,9 +207,7 @@ class State(Feeding):
                 with self.busy(f"fetching {some(missing, form=str)}"):
                     res = self._probe(t, feed, [], raw=missing, stats=False)
                 for n in missing:
-                    if n in res.arrays and _no_iteration(refs[n].scope, res.arrays[n]):
-                        r.not_run.add(n)  # a Loop / Scan body's values stacked per iteration: none (not 'empty')
-                    elif n in res.arrays:
+                    if n in res.arrays:
                         have[n] = res.arrays[n]
                         r.keep_raw(n, res.arrays[n], limit)
                     elif refs[n].scope:  # carried out of a body that did not run: no value of its own
@@ -366,10 +364,3 @@ class State(Feeding):
             return RunReport([], len(here), "")
         window = self.node_tensors(t, index - WALK_BEHIND, index + WALK_AHEAD)
         return self.ensure_stats(t, window, what=f"tensors around node {index}")
-
-
-def _no_iteration(scope: tuple, value) -> bool:
-    """Whether ``value``, the raw value of a tensor inside ``scope``, is that of a Loop or Scan body that ran no
-    iteration: inside one (its outermost body a ``.../body``), its values leave stacked one per iteration, and
-    there are none ([0x0] for a tensor of rank 1). An If branch that did not run gives no value at all."""
-    return bool(scope) and str(scope[0]).endswith("/body") and np.ndim(value) > 0 and np.shape(value)[0] == 0

@@ -63,9 +63,14 @@ def read_probes(probes: list[Probe], out: dict, host_stats: bool = False) -> tup
     return stats, shapes, arrays
 
 
+def _shape(value) -> tuple:
+    """The shape of a numpy array or an OrtValue."""
+    return tuple(value.shape()) if hasattr(value, "element_type") else tuple(np.shape(value))
+
+
 def _size(value) -> int:
     """Elements of a numpy array or an OrtValue."""
-    return element_count(value.shape()) if hasattr(value, "element_type") else int(np.size(value))
+    return element_count(_shape(value))
 
 
 def _as_scalar(value):
@@ -78,14 +83,16 @@ def _as_scalar(value):
 
 
 def without_idle_branches(values: dict, model: onnx.ModelProto) -> dict:
-    """``values`` without the tensors of If branches that did not run: those come back empty
-    (``graph.expose``), which is no value of theirs."""
+    """``values`` without the tensors of If branches that did not run, nor of Loop or Scan bodies that ran no
+    iteration: those come back empty (``graph.expose``; stacked over no iteration, [0x0] for a body tensor of rank
+    1), which is no value of theirs (the debugger showed such a tensor as run and empty)."""
     if not any(_size(v) == 0 for v in values.values()):
         return values
-    from onnxprobe.graph.walk import in_if_branch
+    from onnxprobe.graph.walk import in_if_branch, in_loop_body
 
-    branch = in_if_branch(model)
-    return {n: v for n, v in values.items() if not (n in branch and _size(v) == 0)}
+    branch, looped = in_if_branch(model), in_loop_body(model)
+    return {n: v for n, v in values.items()
+            if not (_size(v) == 0 and (n in branch or (n in looped and _shape(v)[:1] == (0,))))}
 
 
 def host_statistics(value) -> TensorStats | None:
