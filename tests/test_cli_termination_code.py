@@ -63,3 +63,35 @@ def test_a_sigterm_while_ray_starts_exits_143(monkeypatch):
         assert e.value.code == 128 + signal.SIGTERM
     finally:
         signal.signal(signal.SIGTERM, old)
+
+
+# a command in which the SIGTERM lands inside a __del__ (as in subprocess.Popen's while Ray shuts down), where Python
+# prints "Exception ignored in ..." and swallows the handler's SystemExit: the command went on, and ended with exit 0
+SWALLOWED = """
+import os, signal, sys, time
+from onnxprobe.cli import main
+
+class Finalized:
+    def __del__(self):
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(3):
+            pass
+
+def landing_in_a_del(argv):
+    def app():
+        f = Finalized()
+        del f
+        time.sleep(5)
+        print("went on")
+    return app
+
+main.app_for = landing_in_a_del
+main.run()
+"""
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGTERM") or os.name != "posix", reason="POSIX signals")
+def test_a_sigterm_swallowed_in_a_finalizer_still_ends_the_command_with_143_and_says_nothing():
+    r = subprocess.run([sys.executable, "-c", SWALLOWED], capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert (r.returncode, r.stdout, r.stderr) == (143, "", ""), (r.returncode, r.stdout, r.stderr)

@@ -237,6 +237,40 @@ def test_auto_is_given_to_ray_as_auto(monkeypatch):
     assert got == ["auto"]
 
 
+# a SIGTERM after a Ray run, in the same process: Ray's C++ crash handler, removed at its shutdown, left SIGTERM's default
+# action (killed, -15) where ours stood, while Python's view of it still read ours
+AFTER_A_RUN = """
+import os, signal, sys, time
+{before}
+from onnxprobe.cli import main
+from onnxprobe.runtime import ray_pool
+
+main._exit_on_termination()
+got = []
+ray_pool.ray_map(lambda: (lambda b: b * 2), [1, 2, 3], ray_pool.RayOptions(workers=1), ray_pool.Executor(),
+                 lambda b, g: got.append(g))
+assert sorted(got) == [2, 4, 6], got
+try:
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(10)
+except SystemExit as e:
+    print("ended", e.code)
+"""
+
+
+@pytest.mark.parametrize("before", ["", "import ray"], ids=["ray-imported-by-the-run", "ray-imported-before"])
+def test_sigterm_after_a_ray_run_meets_our_handler(before):
+    import subprocess
+    import sys
+
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": root}
+    env.pop("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", None)
+    r = subprocess.run([sys.executable, "-c", AFTER_A_RUN.format(before=before)], capture_output=True, text=True,
+                       env=env, timeout=300)
+    assert (r.returncode, r.stdout.strip()) == (0, "ended 143"), (r.returncode, r.stdout, r.stderr[-2000:])
+
+
 def test_a_local_run_writes_nothing_in_home_and_ends_on_sigterm_as_any_run(tmp_path):
     """A private local cluster made a token and wrote it to ~/.ray/auth_token (Ray's default: token authentication);
     its token is the run's own, in its temporary folder. SIGTERM during a Ray run printed Ray's crash report and exited

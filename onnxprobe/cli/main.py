@@ -356,7 +356,7 @@ def run() -> None:
     except KeyboardInterrupt:  # before a command's own handler (cli.errors) takes it: while the app is built
         error("interrupted")
         finish(130)
-    finish(0)
+    finish(_SIGNALLED[0] if _SIGNALLED else 0)  # a signal whose SystemExit something swallowed: still its code
 
 
 def _standard_streams() -> None:
@@ -402,12 +402,37 @@ def _exit_on_termination() -> None:
         _SIGNALLED.append(128 + signum)
         raise SystemExit(128 + signum)
 
+    previous = sys.unraisablehook
+
+    def again(unraisable) -> None:
+        # the handler's SystemExit raised where Python cannot pass it on (a __del__, as subprocess.Popen's while
+        # Ray shuts down): Python printed "Exception ignored in ..." and the command went on to exit 0 (stderr
+        # is /dev/null during Ray's shutdown). The signal is sent again a moment later, from a thread this does not
+        # wait for: sent from here (or waited for), its handler would run in this hook, whose exceptions Python
+        # prints and swallows too. Where it lands in another __del__, this comes round again
+        exc = unraisable.exc_value
+        if isinstance(exc, SystemExit) and _SIGNALLED and exc.code == _SIGNALLED[-1]:
+            import _thread
+
+            _thread.start_new_thread(_send_later, (exc.code - 128,))
+            return
+        previous(unraisable)
+
+    sys.unraisablehook = again
     for name in ("SIGTERM", "SIGHUP"):
         if hasattr(signal, name):
             try:
                 signal.signal(getattr(signal, name), terminate)
             except (ValueError, OSError):  # not the main thread, or a platform without it
                 pass
+
+
+def _send_later(signum: int) -> None:
+    import signal
+    import time
+
+    time.sleep(0.05)
+    signal.raise_signal(signum)
 
 
 def finish(code) -> None:

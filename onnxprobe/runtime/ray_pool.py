@@ -99,6 +99,9 @@ class Executor:
 
 
 def require_ray():
+    # Ray's C++ crash handler (absl's, read at import) takes SIGTERM too: a SIGTERM while it stood printed a stack
+    # trace, and its removal at shutdown left SIGTERM's default action for the rest of the run (killed: -15, not 143)
+    os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
     try:
         import ray
     except ImportError:
@@ -293,6 +296,7 @@ def ray_map(factory: Callable, batches: list, options: RayOptions, executor: Exe
         with contextlib.redirect_stdout(said), _quiet_stderr():
             with contextlib.suppress(Exception):
                 ray.shutdown()
+        _sigterm_back(term)  # (its core worker's shutdown put back SIGTERM's default action, where it had its own)
         executor.messages = [ln for ln in said.getvalue().splitlines() if ln.strip()]
         if local:
             _reap(_descendants(os.getpid()) - before)
