@@ -292,14 +292,16 @@ def test_a_local_run_writes_nothing_in_home_and_ends_on_sigterm_as_any_run(tmp_p
     assert p.returncode == 0, p.stderr
     assert json.loads((tmp_path / "r.json").read_text())["executor"]["engine"] == "ray"
     assert not (home / ".ray").exists(), sorted(os.listdir(home / ".ray"))
-    big = _folder(tmp_path / "big", 400)
-    proc = subprocess.Popen([*cmd[:-5], "--inputs-dir", str(big), "--ray", "--ray-workers", "1"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=env, text=True)
-    deadline = time.time() + 120
-    while time.time() < deadline and not any("raylet" in c for c in _under(proc.pid).values()):
-        time.sleep(0.2)
-    time.sleep(3)  # the actors at work
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 143 and "SIGTERM received" not in err, (proc.returncode, err)
-    assert not any("ray" in c.lower() for c in _under(proc.pid).values())
+    big = _folder(tmp_path / "big", 1500)  # more than the run gets through before the signal, on any machine
+    for moment in (0.5, 3.0):  # while the actors start; while they are at work
+        proc = subprocess.Popen([*cmd[:-5], "--inputs-dir", str(big), "--ray", "--ray-workers", "1"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+        deadline = time.time() + 120
+        while time.time() < deadline and not any("raylet" in c for c in _under(proc.pid).values()):
+            time.sleep(0.1)
+        time.sleep(moment)
+        assert proc.poll() is None, "the run ended before the signal: nothing was tested"
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+        assert (proc.returncode, err) == (143, ""), (moment, proc.returncode, err[-3000:])
+        assert not any("ray" in c.lower() for c in _under(proc.pid).values())
