@@ -350,3 +350,38 @@ def test_a_range_end_a_name_main_graph_nodes_share_lists_their_indices():
     with pytest.raises(UsageError, match=r"range \(--range\) dup:last: 2 nodes are named 'dup' \(#0, #1\): give one's index \(#N\)"):
         select(model, Selection(range="dup:last"))
     assert [r.name for r in select(model, Selection(range="#1:last"))] == ["b", "y"]
+
+
+def test_an_op_is_taken_by_the_short_name_tables_show(tmp_path):
+    """Tables write 'BatchNorm', 'GlobalAvgPool', 'Dequantize'; `--op BatchNorm` was refused ('no node of the model
+    has this op type') in layers, diff and grad, and the debugger's `nodes op:BatchNorm` matched nothing."""
+    from typer.testing import CliRunner
+
+    from onnxprobe.cli.main import app
+    from onnxprobe.report.format import op as shown
+
+    c = numpy_helper.from_array
+    f = lambda n, s: helper.make_tensor_value_info(n, TensorProto.FLOAT, s)  # noqa: E731
+    inits = [c(np.ones((2, 1, 1, 1), np.float32), "w"), c(np.ones(2, np.float32), "s"), c(np.zeros(2, np.float32), "b"),
+             c(np.zeros(2, np.float32), "m"), c(np.ones(2, np.float32), "v")]
+    m = make_model([helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+                    helper.make_node("BatchNormalization", ["c", "s", "b", "m", "v"], ["n"], name="bn"),
+                    helper.make_node("GlobalAveragePool", ["n"], ["y"], name="gap")],
+                   [f("x", [1, 1, 4, 4])], [f("y", [1, 2, 1, 1])], initializers=inits)
+    assert shown("BatchNormalization") == "BatchNorm" and shown("GlobalAveragePool") == "GlobalAvgPool"
+    got = lambda *ops: [r.name for r in select(m, Selection(ops=ops))]  # noqa: E731
+    assert got("BatchNorm") == got("BatchNormalization") == ["n"]
+    assert got("GlobalAvgPool", "BatchNorm") == ["n", "y"]
+    path = tmp_path / "m.onnx"
+    onnx.save(m, path)
+    r = CliRunner().invoke(app, ["layers", str(path), "--op", "BatchNorm", "--json", "-"])
+    assert r.exit_code == 0, r.output
+    import json
+    assert [row["name"] for row in json.loads(r.stdout)["tensors"]] == ["n"]
+    r = CliRunner().invoke(app, ["grad", str(path), "--op", "BatchNorm", "--json", "-"])
+    assert r.exit_code == 0, r.output
+    assert {row["tensor"] for row in json.loads(r.stdout)["gradients"]} >= {"s", "b"}, r.stdout
+    script = tmp_path / "s.txt"
+    script.write_text("nodes op:BatchNorm\n")
+    r = CliRunner().invoke(app, ["debug", str(path), "--script", str(script)])
+    assert r.exit_code == 0 and " bn " in r.stdout, r.output

@@ -18,7 +18,7 @@ import onnx
 from onnxprobe.graph.builder import FLOAT_TYPES
 from onnxprobe.errors import UsageError, hinted_setting_error, setting_error
 from onnxprobe.graph.constants import constant_of, constants
-from onnxprobe.graph.select import Selection, check_criteria, node_positions, parse_range, select
+from onnxprobe.graph.select import Selection, check_criteria, node_positions, op_matches, parse_range, select
 from onnxprobe.graph.shapes import dtype_name, static_shape, value_types
 from onnxprobe.graph.tensor_data import to_array
 from onnxprobe.graph.walk import all_graphs, first_readers, implicit_inputs, subgraphs, walk
@@ -110,7 +110,7 @@ def targets(model: onnx.ModelProto, selection: Selection | None = None, wrt: tup
         if sel.is_default or sel.all:
             return True
         for c in cs:
-            if c.node.op_type in sel.ops:
+            if op_matches(c.node.op_type, sel.ops, c.node.domain):
                 return True
             if any(matches(c.name, gl) or matches(name, gl) for gl in sel.names):
                 return True

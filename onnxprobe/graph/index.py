@@ -13,6 +13,7 @@ import onnx
 from onnxprobe.errors import UsageError
 from onnxprobe.graph.densify import dense_array
 from onnxprobe.graph.model import Model
+from onnxprobe.graph.ops import OP_ABBREVIATIONS
 from onnxprobe.graph.select import ambiguous_node, index_or_name, shared_names, shared_node_names
 from onnxprobe.graph.shapes import dtype_name, static_shape, value_types
 from onnxprobe.graph.tensor_data import to_array
@@ -245,8 +246,9 @@ class GraphIndex:
         if pattern.startswith("op:"):
             ps = pattern[3:].split(",")
 
-            def names(n) -> tuple[str, ...]:
-                return (n.op_type,) + ((f"{n.domain}.{n.op_type}",) if n.domain not in ("", "ai.onnx") else ())
+            def names(n) -> tuple[str, ...]:  # (and the short name tables show: 'BatchNorm')
+                return ((n.op_type,) + ((f"{n.domain}.{n.op_type}",) if n.domain not in ("", "ai.onnx") else ())
+                        + ((OP_ABBREVIATIONS[n.op_type],) if n.op_type in OP_ABBREVIATIONS else ()))
 
             return [s for s in self.sites if any(matches(o, p) for p in ps for o in names(s.node))]
         return [s for s in self.sites if matches(s.name, pattern) or s.scope and matches(s.path, pattern)]

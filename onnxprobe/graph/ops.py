@@ -21,3 +21,13 @@ CANONICAL = {
 
 def canonical(op: str) -> str:
     return CANONICAL.get(op, op)
+
+
+# the names tables show (``report.format.op``; the JSON keeps the real ones), which --op takes too
+OP_ABBREVIATIONS = {
+    "BatchNormalization": "BatchNorm", "LayerNormalization": "LayerNorm", "InstanceNormalization": "InstanceNorm",
+    "GroupNormalization": "GroupNorm", "GlobalAveragePool": "GlobalAvgPool", "GlobalMaxPool": "GlobalMaxPool",
+    "DequantizeLinear": "Dequantize", "QuantizeLinear": "Quantize", "DynamicQuantizeLinear": "DynQuantize",
+    "ConvTranspose": "ConvTransp", "ReduceSumSquare": "ReduceSumSq", "SkipLayerNormalization": "SkipLayerNorm",
+    "MultiHeadAttention": "MHA", "GroupQueryAttention": "GQA", "ConstantOfShape": "ConstOfShape",
+}

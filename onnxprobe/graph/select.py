@@ -29,7 +29,7 @@ import onnx
 
 from onnxprobe.errors import (GLOB_QUOTES, LIST_NODES, LIST_OPS, ModelError, UsageError, error_about,
                              hinted_setting_error, setting_error, settings_error)
-from onnxprobe.graph.ops import canonical
+from onnxprobe.graph.ops import OP_ABBREVIATIONS, canonical
 from onnxprobe.graph.shapes import dtype_name, static_shape, value_types
 from onnxprobe.graph.walk import NodeSite, all_graphs, constant_tensors, first_readers, walk
 from onnxprobe.text import as_typed, clean, matches, one_glob_each, quote, some, unclean
@@ -161,10 +161,12 @@ def parse_range(spec: str, node_index: dict[str, int], last: int) -> tuple[int, 
     return lo, hi
 
 
-def _op_matches(op_type: str, ops: tuple[str, ...], domain: str = "") -> bool:
-    """``op_type`` by its name, what it stands for, or its name qualified by its domain as ``inspect``
-    lists ops outside the standard one ('com.microsoft.QLinearMul', 'my.dom.Swish')."""
-    return op_type in ops or canonical(op_type) in ops or (domain not in ("", "ai.onnx") and f"{domain}.{op_type}" in ops)
+def op_matches(op_type: str, ops: tuple[str, ...], domain: str = "") -> bool:
+    """``op_type`` by its name, what it stands for, the short name tables show for it ('BatchNorm'), or its name
+    qualified by its domain as ``inspect`` lists ops outside the standard one ('com.microsoft.QLinearMul',
+    'my.dom.Swish')."""
+    return (op_type in ops or canonical(op_type) in ops or OP_ABBREVIATIONS.get(op_type) in ops
+            or (domain not in ("", "ai.onnx") and f"{domain}.{op_type}" in ops))
 
 
 def selects_op(sel: Selection, op_type: str) -> bool:
@@ -174,7 +176,7 @@ def selects_op(sel: Selection, op_type: str) -> bool:
     that holds it is a DequantizeLinear or an Add. False for a selection by names or range."""
     if sel.names or sel.range or sel.all:
         return False
-    return op_type in DEFAULT_OPS if sel.is_default else _op_matches(op_type, sel.ops)
+    return op_type in DEFAULT_OPS if sel.is_default else op_matches(op_type, sel.ops)
 
 
 def _name_matches(globs: tuple[str, ...], *names: str) -> bool:
@@ -202,7 +204,7 @@ def check_criteria(models: list[onnx.ModelProto], sel: Selection) -> None:
     present = {(s.node.op_type, s.node.domain) for ss in sites for s in ss}
     ops_present = {t for t, _ in present} | {f"{d}.{t}" for t, d in present if d not in ("", "ai.onnx")}
     for op in sel.ops:
-        if not any(_op_matches(t, (op,), d) for t, d in present):
+        if not any(op_matches(t, (op,), d) for t, d in present):
             lower = {t.lower(): t for t in ops_present}
             close = [lower[op.lower()]] if op.lower() in lower else difflib.get_close_matches(op, sorted(ops_present), n=1)
             raise hinted_setting_error(UsageError, OPS, f"{clean(op)}: no node of the model has this op type", lambda say: (
@@ -258,7 +260,7 @@ def select(model: onnx.ModelProto, sel: Selection | None = None, *, sites: list[
             if sel.is_default:
                 take = bool(sel.range) or (not site.chain and site.node.op_type in DEFAULT_OPS) or t in outputs
             else:
-                take = (not sel.ops or _op_matches(site.node.op_type, sel.ops, site.node.domain)) and (
+                take = (not sel.ops or op_matches(site.node.op_type, sel.ops, site.node.domain)) and (
                     not sel.names or _name_matches(sel.names, site.name, site.path, t, "/".join(site.scope + (t,)) if t in shared else ""))
             if take:
                 seen.add((site.scope, t))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import re
 
+from onnxprobe.graph.ops import OP_ABBREVIATIONS
 from onnxprobe.report.cells import cells, head, tail
 from onnxprobe.stats.status import values_status
 from onnxprobe.text import clean, json_float, json_word  # noqa: F401 (json_word: of the reports)
@@ -141,13 +142,6 @@ def cut_middle(name: str, width: int) -> str:
     return start + "…" + tail(name, width - 1 - cells(start))
 
 
-OP_ABBREVIATIONS = {
-    "BatchNormalization": "BatchNorm", "LayerNormalization": "LayerNorm", "InstanceNormalization": "InstanceNorm",
-    "GroupNormalization": "GroupNorm", "GlobalAveragePool": "GlobalAvgPool", "GlobalMaxPool": "GlobalMaxPool",
-    "DequantizeLinear": "Dequantize", "QuantizeLinear": "Quantize", "DynamicQuantizeLinear": "DynQuantize",
-    "ConvTranspose": "ConvTransp", "ReduceSumSquare": "ReduceSumSq", "SkipLayerNormalization": "SkipLayerNorm",
-    "MultiHeadAttention": "MHA", "GroupQueryAttention": "GQA", "ConstantOfShape": "ConstOfShape",
-}
 DTYPE_ABBREVIATIONS = {"float32": "f32", "float16": "f16", "float64": "f64", "bfloat16": "bf16", "int64": "i64",
                        "int32": "i32", "int16": "i16", "int8": "i8", "uint8": "u8", "uint16": "u16", "uint32": "u32",
                        "uint64": "u64", "bool": "bool"}
