@@ -617,3 +617,27 @@ def test_an_external_location_through_dotdot_that_stays_inside_is_read(tmp_path)
     onnx.save(m, tmp_path / "inner" / "m.onnx")
     r = runner.invoke(app, ["inspect", str(tmp_path / "inner" / "m.onnx")])
     assert r.exit_code == 1 and "inside the model's folder (it leads outside through '..')" in r.stderr, r.output
+
+
+@pytest.mark.parametrize("width", [50, 60, 70, 80])
+def test_a_node_s_outputs_not_inferred_are_cut_each_on_its_own(tmp_path, width):
+    """A node's two outputs of unknown shape were joined, then cut in the middle of the joined text: at 60
+    columns 'first_outpu…ond_output_of_custom_0' read as one name. Each is cut on its own, or counted."""
+    import re
+
+    f = lambda n: helper.make_tensor_value_info(n, TensorProto.FLOAT, [3])  # noqa: E731
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="re"),
+             helper.make_node("Swish", ["r"], ["first_output_of_custom", "second_output_of_custom"], name="sw",
+                              domain="my.dom")]
+    m = make_model(nodes, [f("x")], [f("r")])
+    m.opset_import.append(helper.make_opsetid("my.dom", 1))
+    p = tmp_path / "two.onnx"
+    onnx.save(m, p)
+    r = CliRunner().invoke(app, ["inspect", str(p)], env={"COLUMNS": str(width), "NO_COLOR": "1"})
+    assert r.exit_code == 0, r.output
+    line = next(x for x in r.stdout.split("shapes not inferred", 1)[1].splitlines() if "→" in x)
+    listed = line.split("→ ", 1)[1]
+    parts = listed.split(", ")
+    assert re.fullmatch(r"first\w*(…\w*)?", parts[0]), line
+    assert parts[1] == "+1 more" or re.fullmatch(r"s\w*(…\w*)?", parts[1]), line
+    assert all(len(x) <= width for x in r.stdout.splitlines()), r.stdout

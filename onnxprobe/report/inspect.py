@@ -9,6 +9,7 @@ from rich.text import Text
 from onnxprobe import __version__
 from onnxprobe.errors import report_voice
 from onnxprobe.report.format import shape as fmt_shape
+from onnxprobe.report.cells import cells
 from onnxprobe.report.format import cut_middle, graph_dims, plural, safe, shorten
 from onnxprobe.report.table import Column, Table
 from onnxprobe.text import clip, controls, human_bytes, human_count
@@ -164,6 +165,17 @@ def _histogram(hist: dict[str, int], width: int) -> Text:
     return out
 
 
+def _names_in(names: list[str], budget: int) -> str:
+    """``names`` in ``budget`` cells, each cut on its own (the joined list cut in its middle read as one name,
+    'first_outpu…ond_output_of_custom_0'), as many as fit at 12 cells or more each, then '+N more'."""
+    fit = max(1, min(len(names), (budget + 2) // 14))
+    while fit < len(names) and fit > 1 and 14 * fit + len(f"+{len(names) - fit} more") > budget:
+        fit -= 1
+    more = f", +{len(names) - fit} more" if fit < len(names) else ""
+    each = max(12, (budget - len(more) - 2 * (fit - 1)) // fit)
+    return ", ".join(cut_middle(n, each) for n in names[:fit]) + more
+
+
 def _listed(lines: list[Text], total: int, hint: str) -> Text:
     shown = lines[:MAX_LISTED]
     if total > len(shown):
@@ -223,7 +235,7 @@ def inspect_renderables(result, width: int = 120) -> list:
         for r in s.uninferred:
             bad = [o.name for o in r.outputs if o.kind == "unknown" or (o.kind == "tensor" and o.shape is None)]
             head = f"  #{r.index} {cut_middle(r.name, max(20, width * 2 // 5))} ({r.op_type}) → "
-            lines.append(_line(head + cut_middle(", ".join(bad), max(16, width - len(head)))))
+            lines.append(_line(head + _names_in(bad, max(16, width - cells(head)))))
         out.append(_listed(lines, len(s.uninferred), report_voice().either("the result's summary.uninferred lists them all", "--nodes or --json lists them all")))
     else:
         out.append(Text("\nshapes: every node output has an inferred type and rank", style="dim"))
