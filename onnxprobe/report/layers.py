@@ -110,7 +110,9 @@ def exact_int(v) -> str:
 
 def _cells(r: dict) -> tuple[list[str], list]:
     node = r["node"] if not r["scope"] else f"↳ {r['node']}"  # inside an If/Loop/Scan body (JSON has the scope)
-    tensor = r["name"]
+    # by its key: 'if1/then_branch/o' where sibling bodies share 'o' (their nodes may share a name too: the bare
+    # name read alike in two rows wherever the table had no room for the key), the bare name otherwise
+    tensor = r.get("key") or r["name"]
     if r["node"] and tensor.startswith(r["node"]) and tensor[len(r["node"]):][:1] in SEPARATORS:
         # the node's name as a whole part of the tensor's: PyTorch's '/l/Conv' -> '/l/Conv_output_0' reads
         # '…_output_0' next to it; 'logx' of node 'log' stays 'logx'
@@ -129,8 +131,7 @@ def _cells(r: dict) -> tuple[list[str], list]:
         extreme(r.get("max")) if ran else "-", num(r.get("mean"), digits), num(r.get("std")),
         str(nan if nan is not None else "-"), str(inf if inf is not None else "-"),
     ]
-    # CSV and JSON rows name a tensor by its key: 'if1/then_branch/o' where sibling bodies share 'o' (each a row
-    # of its own, told apart in the table by its node), the bare name otherwise
+    # CSV and JSON rows name a tensor by its key too
     values = [r["index"], r["node"], r["op_type"], r.get("key") or r["name"], r["shape"], r["dtype"], r.get("min"),
               r.get("max"), r.get("mean"), r.get("std"), nan, inf]
     if "p0.01" in r:

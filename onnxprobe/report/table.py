@@ -295,8 +295,10 @@ class Table:
             marked = [r[i].startswith(mark) for r in full]
             bare = [r[i][len(mark):] if m else r[i] for r, m in zip(full, marked)]
             short = shorten_names(bare, widths[i] - (cl.cells(mark) if any(marked) else 0))
-            for r, s, m in zip(rows, short, marked):
-                r[i] = mark + s if m else s
+            # a name without the mark has its cells too: 'if1' beside '↳ n' was cut to 'if' in a column of 4
+            unmarked = shorten_names(bare, widths[i]) if any(marked) and not all(marked) else short
+            for r, s, u, m in zip(rows, short, unmarked, marked):
+                r[i] = mark + s if m else u
         return rows
 
     def _used(self, rows: list[list[str]], widths: list[int], names: list[int]) -> list[int]:
