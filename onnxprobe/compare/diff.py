@@ -149,7 +149,9 @@ def prepare(a: Side, b: Side, selection: Selection, tolerance: Tolerance | None,
         _reject(matching, reject)
     report, sel_b, sel_a = selected_pairs(a, b, matching, selection)
     with_cones = introduced and b.runs_graphs
-    by_b = {p.b.probe: p for p in matching.pairs if p.b.kind == "float"}
+    # where B's cones start from A's values: B's float tensors, a dynamically quantized layer's rescaled float result
+    # among them (the bias Add after it is measured as B's Add fed A's value)
+    by_b = {p.b.probe: p for p in matching.pairs if p.b.kind in ("float", "dynamic")}
     # a half-precision model: onnxruntime's CPU runs float16 ops it has no kernel for in float32 and drops the
     # Casts that meet, differently in the merged graph, so its values there are not those it gives alone (QA)
     halves = "a model computes in half precision" if a.runs_graphs and b.runs_graphs and (half(a) or half(b)) else None
@@ -322,8 +324,8 @@ def _reject(matching: Matching, reject) -> None:
 def _introduced_from_exact_inputs(results: list[PairResult], a: Side, b: Side, matched: set[str]) -> tuple[set, set] | None:
     """A pair whose B cone reads only tensors A holds exactly gets its accumulated error as its introduced
     one (``compare.introduced.exact_inputs``), whatever the cone measured. ``matched``: B's tensors of every
-    float pair (``DiffPlan.by_b``), where the measured cones stop: the cone is walked to the same boundary,
-    whatever the selection reports (walked to the reported pairs only, a MaxPool shown alone reached back to
+    float pair, a dynamic layer's too (``DiffPlan.by_b``), where the measured cones stop: the cone is walked to the
+    same boundary, whatever the selection reports (walked to the reported pairs only, a MaxPool shown alone reached back to
     the graph input, which A holds exactly, and its 26.7 dB intro read 'exact' (QA)). Returns (B's tensors
     measured exact, those whose introduced error became their accumulated one), None where none could."""
     g = b.model.proto.graph  # a weight given as an output: no node, no cone measured, its difference its own

@@ -47,7 +47,8 @@ class DiffPlan:
     matching: Matching
     report: list[Pair]  # the pairs to measure, in the matching's order
     selected_b: set[str]
-    by_b: dict[str, Pair]  # B probe -> its pair, for every float pair of the matching (cones stop there)
+    # B probe -> its pair, for every pair whose B tensor is a float one (a dynamic layer's result too): cones stop there
+    by_b: dict[str, Pair]
     with_cones: bool  # introduced error through B's cones
     replays: bool  # introduced error through B's runner replaying itself
     fuse: bool  # both models in one graph (compare.fused)

@@ -227,9 +227,11 @@ class GraphIndex:
 
 def _rescale_chains(sites: list, consumers: dict, const: set[str]) -> tuple[dict, dict]:
     """Dynamic quantization: IntegerLayer -> Cast -> Mul(scale) [-> Add(bias)]. The integer output and its Cast
-    are partial results; the first float tensor after them with a name of its own stands for the layer's
-    output, a later one (a bias Add the float model had too) for its own op. Returns (tensor -> the
-    IntegerLayer's site, for every tensor of a chain; tensor -> the float op it stands for)."""
+    are partial results; the first float tensor after them with a name of its own stands for the layer's output
+    (the Add's, a Gemm's bias, where the Mul's is '..._quant_scaled_output'). A bias Add after that is no part of
+    it: a float op of its own, as in the float model (B's Add fed A's values measures the error it introduces;
+    it was labelled 'dynamic' and went unmeasured). Returns (tensor -> the IntegerLayer's site, for every tensor
+    of a chain; tensor -> the float op it stands for)."""
     chain_root: dict[str, NodeSite] = {}
     chain_op: dict[str, str] = {}
     for s in sites:
@@ -237,7 +239,6 @@ def _rescale_chains(sites: list, consumers: dict, const: set[str]) -> tuple[dict
             continue
         t = s.node.output[0]
         chain_root[t] = s
-        layer_op = canonical(s.node.op_type)
         for op in ("Cast", "Mul", "Add"):
             cs = consumers.get(t, [])
             if len(cs) != 1 or cs[0].node.op_type != op:
@@ -247,8 +248,8 @@ def _rescale_chains(sites: list, consumers: dict, const: set[str]) -> tuple[dict
             t = cs[0].node.output[0]
             chain_root[t] = s
             if op != "Cast" and not t.endswith("quant_scaled_output"):
-                chain_op[t] = layer_op
-                layer_op = "Add"
+                chain_op[t] = canonical(s.node.op_type)
+                break
     return chain_root, chain_op
 
 
