@@ -270,3 +270,29 @@ def test_small_int64_outputs_are_summarised_exactly_as_other_tensors(tmp_path):
     for name in ("y0", "y"):
         assert rows[name]["is_output"] == (name == "y")
         assert (rows[name]["min"], rows[name]["max"]) == (lo, hi), (name, rows[name]["min"], rows[name]["max"])
+
+
+@pytest.mark.parametrize("big, small, diffs", [(1e200, 2.0, (0.5,)), (1e160, 2.0, (0.5, 1e-3)), (1e300, 2.0, (0.25,)),
+                                               (1e100, 1e-190, (1e-200,)), (1e-10, 1e-290, (1e-300,))],
+                         ids=["1e200", "1e160", "1e300", "e0-unit", "tiny-gap"])
+def test_differences_far_below_the_largest_value_are_not_lost(big, small, diffs):
+    """[1e200, 1, 2] against [1e200, 1, 2.5]: Σ(a-b)² in the values' unit underflowed to 0, so RMSE read 0 and
+    SQNR inf beside max |a-b| 0.5 (a false pass of --metric rmse --atol 0.1 and --min-sqnr 5000); at 1e160 RMSE
+    was 5e-4 off. The sums move to a unit between the values' and the differences'. Oracle: exact rationals."""
+    b = np.array([big, 1.0, *[small * (k + 1) for k in range(len(diffs))]])
+    a = b.copy()
+    a[-len(diffs):] += np.array(diffs)
+    assert (a != b).sum() == len(diffs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        m = pair_sums(a, b).metrics()
+    fa, fb = [Fraction(float(x)) for x in a], [Fraction(float(x)) for x in b]
+    d = [x - y for x, y in zip(fa, fb)]
+    dd, bb = sum(x * x for x in d), sum(y * y for y in fb)
+    assert dd > 0
+    want_rmse = math.sqrt(dd / len(d))
+    log10 = lambda q: math.log10(q.numerator) - math.log10(q.denominator)  # noqa: E731
+    assert m.rmse == pytest.approx(want_rmse, rel=1e-12)
+    assert m.sqnr_db == pytest.approx(10 * log10(bb / dd), abs=1e-9)
+    assert m.max_abs == float(max(abs(x) for x in d)) and not m.exact
+    assert m.mean_abs == pytest.approx(float(sum(abs(x) for x in d) / len(d)), rel=1e-12)

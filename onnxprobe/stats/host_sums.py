@@ -178,6 +178,8 @@ def _masked(a: np.ndarray, b: np.ndarray, rtol: float, sample: int, light: bool 
             d = np.where(both.reshape(-1), np.abs(af / u - bf / u), 0.0)  # ≤ 4 in the unit: no overflow
     if e:
         af, bf, absb = af / u, bf / u, absb / u
+    if not ints:
+        af, bf, absb, d, u, e = _unit_for_differences(af, bf, absb, d, u, e)
     # max_rel: |a-b| / max(|b|, the type's smallest subnormal) (stats.metrics), in the sums' unit; 0/0 is 0
     tiny, big = rel_limits(np.result_type(a.dtype, b.dtype))
     with np.errstate(over="ignore", under="ignore", divide="ignore", invalid="ignore"):
@@ -190,6 +192,22 @@ def _masked(a: np.ndarray, b: np.ndarray, rtol: float, sample: int, light: bool 
                             max_rel=max_rel if max_rel <= big else math.inf, sum_abs=float(d.sum()), dd=dot(d, d),
                             aa=dot(af, af), bb=dot(bf, bf), ab=dot(af, bf), mismatch=mismatch,
                             light=light, exp=e)
+
+
+def _unit_for_differences(af, bf, absb, d, u: float, e: int):
+    """The arrays of ``_masked`` (in units of 2^e) in a smaller unit where the differences are so much smaller
+    than the values that their squares fall below float64's range in this one: [1e200, 1, 2] against
+    [1e200, 1, 2.5] got Σ(a-b)² = 0 (RMSE 0, SQNR inf beside max |a-b| 0.5: a false pass). The unit moves down
+    by half the gap (a power of two: exact), so the values' squares and the differences' both fit, up to a gap
+    of ~2^1000 (differences below 1e-300 of the largest value are still lost)."""
+    top = float(d.max()) if d.size else 0.0
+    if not top or top >= 2.0 ** -480:  # squares of 2^-480 and over are normal float64 numbers
+        return af, bf, absb, d, u, e
+    big = max(float(np.abs(af).max()), float(np.abs(bf).max()))
+    # 2^shift ~ 1/sqrt(top·big): the largest value and the largest difference squared ~ big/top and top/big
+    shift = -(math.frexp(top)[1] + math.frexp(big)[1]) // 2
+    k = math.ldexp(1.0, shift)
+    return af * k, bf * k, absb * k, d * k, u / k, e - shift
 
 
 def _int_absdiff(a: np.ndarray, b: np.ndarray) -> np.ndarray:
