@@ -91,15 +91,22 @@ def _shift(lo: float, hi: float) -> float:
 
 
 
+def narrow_type(dtype: np.dtype) -> bool:
+    """Whether ``dtype`` is one of ml_dtypes' (what onnx maps BFLOAT16, the float8s, INT4 and UINT4 to): types
+    numpy lacks, a void dtype to it (float8_e5m2 one of kind 'f' that np.save writes and np.load refuses)."""
+    return dtype.type.__module__.startswith("ml_dtypes")
+
+
 def widened(a: np.ndarray) -> np.ndarray:
-    """ml_dtypes' bfloat16 (what onnx maps BFLOAT16 to: a void dtype to numpy, which has no such type) as
-    float32, exactly (the same values), as onnxprobe reads every bfloat16 tensor back; else ``a`` itself."""
-    return a.astype(np.float32) if a.dtype.name == "bfloat16" else a
+    """A tensor of ml_dtypes' types (``narrow_type``: bfloat16, float8, int4, uint4) as float32, exactly (the
+    same values), as onnxprobe reads every such tensor back, a weight's too (a float8 or int4 weight was saved
+    as its raw bytes, numpy void '|V1', and had no statistics); else ``a`` itself."""
+    return a.astype(np.float32) if narrow_type(a.dtype) else a
 
 
 def has_statistics(dtype: np.dtype) -> bool:
-    """Whether values of ``dtype`` get statistics: numbers, booleans and bfloat16 (widened), not strings."""
-    return dtype.kind in "biuf" or dtype.name == "bfloat16"
+    """Whether values of ``dtype`` get statistics: numbers, booleans and ml_dtypes' types (widened), not strings."""
+    return dtype.kind in "biuf" or narrow_type(dtype)
 
 @dataclass(frozen=True)
 class TensorStats:

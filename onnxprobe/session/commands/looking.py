@@ -219,6 +219,9 @@ def cmd_save(env: Env, args: list[str]):
         return f"saved {plural(saved['tensors'], 'tensor')} ({human_bytes(saved['bytes'])}) to {path}{idle}"
     name, _ = resolve_tensor(t, what)
     value = env.state.ensure_values(t, [name])[name]
+    kind = t.index.refs[name].dtype
+    if suffix in (".npy", "") and value.dtype == object:  # onnxruntime's str objects: numpy unicode, as --save
+        value = np.array(value.tolist(), dtype=np.str_)  # writes them (an object array np.save refused unpickled)
     if suffix == ".npz":
         with writing("save"):
             api.save_npz({name: value}, path)
@@ -229,14 +232,25 @@ def cmd_save(env: Env, args: list[str]):
     elif suffix == ".pb":
         from onnx import numpy_helper
 
-        if t.index.refs[name].dtype == "bfloat16":  # read back widened: a BFLOAT16 TensorProto again, exactly
-            from ml_dtypes import bfloat16
-
-            value = value.astype(bfloat16)
+        narrow = _narrow(kind)
+        if narrow is not None and value.dtype == np.float32:  # read back widened: a TensorProto of its type again,
+            value = value.astype(narrow)  # exactly (bfloat16, float8, int4)
         data = numpy_helper.from_array(value, name).SerializeToString()
         with writing("save"):
             write_file(path, lambda f: f.write(data))
     else:
         raise bad("save", f"unknown file type {suffix!r}; use .npy, .npz or .pb")
-    widened = t.index.refs[name].dtype == "bfloat16" and value.dtype == np.float32
-    return f"saved {clean(name)} [{fmt_shape(value.shape)}] {'bfloat16 as float32' if widened else value.dtype} to {path}"
+    said = (f"{kind} as float32" if _narrow(kind) is not None and value.dtype == np.float32 else
+            "string" if kind == "string" else kind if _narrow(kind) is not None else value.dtype)
+    return f"saved {clean(name)} [{fmt_shape(value.shape)}] {said} to {path}"
+
+
+def _narrow(dtype: str | None):
+    """ml_dtypes' type of an ONNX type numpy lacks (bfloat16, float8_e4m3fn, int4...), which onnxprobe reads back
+    widened to float32; None for the others."""
+    if not dtype or dtype in ("float16", "float32", "float64") or not dtype.startswith(("bfloat", "float", "int", "uint")):
+        return None
+    import ml_dtypes
+
+    got = getattr(ml_dtypes, dtype, None)
+    return got if isinstance(got, type) else None
