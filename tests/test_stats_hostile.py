@@ -443,3 +443,26 @@ def test_the_one_run_diff_of_tensors_whose_squares_are_subnormal(tmp_path):
     want = 10 * math.log10(float(np.sum(outs[1] ** 2)) / float(np.sum((outs[0] - outs[1]) ** 2)))
     (r,) = [r for r in api.diff(*paths, inputs=api.InputSpec(arrays={"x": x}), fuse=True).results if r.pair.a.name == "y"]
     assert r.metrics.sqnr_db == pytest.approx(want, abs=0.01), (r.metrics.sqnr_db, want)
+
+
+@pytest.mark.parametrize("dtype, values", [
+    (np.int8, [127, -128, 0, 1, 5, -5, 100, -100]), (np.int16, [32767, -32768, 0, 1, 5, -5, 1000, -1000]),
+    (np.int32, [2 ** 31 - 1, -2 ** 31, 0, 1, 5, -5, 2 ** 30, -2 ** 30]), (np.float32, [3.0, -4.0, 0.5, 0.5])])
+def test_the_mean_of_values_whose_sum_is_zero_is_zero(tmp_path, dtype, values):
+    """The mean of int8 [127, -128, 0, 1, 5, -5, 100, -100] read -4.441e-16 (int32's -2.9e-11): the sums were taken
+    of (x - c) / h, whose quotients round, and scaled back. Oracle: numpy float64 (0.0 exactly)."""
+    from onnxprobe.stats.tensor_stats import TensorStats
+
+    x = np.array(values, dtype)
+    s = TensorStats.from_array(x)
+    want = x.astype(np.float64)
+    assert s.mean == want.mean() == 0.0
+    assert s.std == pytest.approx(want.std(), rel=1e-15)
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    m = make_model([helper.make_node("Identity", ["x"], ["y"], name="i")],
+                   [helper.make_tensor_value_info("x", elem, [len(values)])], [helper.make_tensor_value_info("y", elem, [len(values)])])
+    onnx.save(m, tmp_path / "m.onnx")
+    np.save(tmp_path / "x.npy", x)
+    r = CliRunner().invoke(app, ["layers", str(tmp_path / "m.onnx"), "--all", "--input", f"x={tmp_path / 'x.npy'}", "--json", "-"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["tensors"][0]["mean"] == 0

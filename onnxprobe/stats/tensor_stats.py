@@ -263,12 +263,19 @@ class TensorStats:
         lo, hi = float(f.min()), float(f.max())
         c = _shift(lo, hi)
         h = max(hi / 2 - lo / 2, 5e-324)
-        d = (f - c) / h  # |d| <= 1: no overflow or underflow in the sums, whatever the magnitude
         am = max(abs(lo), abs(hi), 5e-324)
         u = unit_for(lo, hi)  # h/u <= 2 and am/u < 2: the sums scaled back to u stay in range
+        if u == 1.0 and am >= UNIT_RANGE[0]:
+            # inside UNIT_RANGE the sums of x - c and its squares cannot overflow: taken as they are, exact where
+            # the values are integers (the mean of int8 [127, -128, 0, 1, 5, -5, 100, -100] read -4.4e-16 through
+            # the division by h below, whose quotients round)
+            d = f - c
+            s1, s2 = float(d.sum()), dot(d, d)
+        else:
+            d = (f - c) / h  # |d| <= 1: no overflow or underflow in the sums, whatever the magnitude
+            s1, s2 = float(d.sum()) * (h / u), dot(d, d) * (h / u) ** 2
         return cls(count=int(x.size), nan=nan, inf=int(x.size - finite.sum() - nan), zeros=int((x == 0).sum()),
-                   min=lo, max=hi, shift=c, s1=float(d.sum()) * (h / u), s2=dot(d, d) * (h / u) ** 2,
-                   sumabs=float(np.abs(f / am).sum()) * (am / u), unit=u)
+                   min=lo, max=hi, shift=c, s1=s1, s2=s2, sumabs=float(np.abs(f / am).sum()) * (am / u), unit=u)
 
     @classmethod
     def _from_int64(cls, x: np.ndarray) -> "TensorStats":
