@@ -43,3 +43,37 @@ def test_a_branch_that_did_not_run_in_a_shard_leaves_the_merged_shape_alone(tmp_
     assert got["t"]["shape"] == one["t"]["shape"] == [2, 8]
     assert got["e"]["shape"] == one["e"]["shape"] == [1, 8]
     assert got["e"]["count"] == one["e"]["count"] == 8
+
+
+def test_a_tensor_without_statistics_stays_so_when_merged(tmp_path):
+    """A string tensor has no statistics in each shard ('no statistics', count and moments null); merged, it read
+    'not run' with a count of 0 and all-zero moments, though it ran in every batch."""
+    import json
+
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper
+    from typer.testing import CliRunner
+
+    from onnxprobe.cli.main import app
+
+    s = lambda n: helper.make_tensor_value_info(n, TensorProto.STRING, [2])  # noqa: E731
+    f = lambda n: helper.make_tensor_value_info(n, TensorProto.FLOAT, [2])  # noqa: E731
+    g = helper.make_graph([helper.make_node("Identity", ["x"], ["y"], name="i"), helper.make_node("Relu", ["v"], ["w"], name="r")],
+                          "g", [s("x"), f("v")], [s("y"), f("w")])
+    m = tmp_path / "s.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), m)
+    shards = []
+    for k in range(2):
+        d = tmp_path / f"d{k}"
+        d.mkdir()
+        np.savez(d / "b.npz", x=np.array(["a", "b"]), v=np.array([k - 1.0, 2.0], np.float32))
+        out = tmp_path / f"s{k}.json"
+        r = CliRunner().invoke(app, ["layers", str(m), "--all", "--inputs-dir", str(d), "--json", str(out)])
+        assert r.exit_code == 0, r.output
+        shards.append(str(out))
+    r = CliRunner().invoke(app, ["merge-stats", *shards, "--json", "-"])
+    assert r.exit_code == 0, r.output
+    rows = {t["name"]: t for t in json.loads(r.stdout)["tensors"]}
+    assert rows["y"]["status"] == "no statistics" and rows["y"].get("count") is None and not rows["y"].get("moments"), rows["y"]
+    assert rows["w"]["status"] == "ran" and rows["w"]["count"] == 4 and rows["w"]["max"] == 2.0

@@ -333,8 +333,14 @@ def merge_reports(reports: list[dict]) -> dict:
                 m = m.merge(Moments.from_dict(t["moments"]))
             if t.get("histogram"):
                 h = h.merge(Histogram.from_dict(t["histogram"]))
-        st = m.stats()
         out = {k: v for k, v in base.items() if k not in ("moments", "histogram")}
+        if all(r["tensors"][i].get("moments") is None for r in reports):
+            # no statistics in any shard (a string tensor, one the runtime cannot return): as each shard says, not
+            # the merge of nothing, which read "not run" with a count of 0
+            out["moments"] = out["histogram"] = None
+            merged_tensors.append(out)
+            continue
+        st = m.stats()
         # the shapes of the shards where the tensor ran: one where it did not (an If branch not taken) holds the shape
         # the model declares (a '?' batch dimension), not a runtime one; all of them where it ran nowhere
         ran = [r["tensors"][i] for r in reports if r["tensors"][i].get("status") != "not run"]
