@@ -334,6 +334,10 @@ def merge_reports(reports: list[dict]) -> dict:
             if t.get("histogram"):
                 h = h.merge(Histogram.from_dict(t["histogram"]))
         out = {k: v for k, v in base.items() if k not in ("moments", "histogram")}
+        # the shapes of the shards where the tensor ran: one where it did not (an If branch not taken) holds the shape
+        # the model declares (a '?' batch dimension), not a runtime one; all of them where it ran nowhere
+        ran = [r["tensors"][i] for r in reports if r["tensors"][i].get("status") != "not run"]
+        out["shape"] = _merged_shape([t.get("shape") for t in (ran or [r["tensors"][i] for r in reports])])
         if all(r["tensors"][i].get("moments") is None for r in reports):
             # no statistics in any shard (a string tensor, one the runtime cannot return): as each shard says, not
             # the merge of nothing, which read "not run" with a count of 0
@@ -341,10 +345,6 @@ def merge_reports(reports: list[dict]) -> dict:
             merged_tensors.append(out)
             continue
         st = m.stats()
-        # the shapes of the shards where the tensor ran: one where it did not (an If branch not taken) holds the shape
-        # the model declares (a '?' batch dimension), not a runtime one; all of them where it ran nowhere
-        ran = [r["tensors"][i] for r in reports if r["tensors"][i].get("status") != "not run"]
-        out["shape"] = _merged_shape([t.get("shape") for t in (ran or [r["tensors"][i] for r in reports])])
         out.update(st.to_dict())
         if "status" in out:  # of the merged count: a branch one shard never took may have run in another
             out["status"] = values_status(st.count, out["shape"], out.get("not_observed"))
