@@ -68,7 +68,36 @@ def inspect(path: str | os.PathLike) -> InspectResult:
     warnings += outputs_listed_twice(lazy.proto.graph) + sparse_declared_dense(lazy.proto)
     rows = node_rows(lazy.proto, inferred)
     summary = summarize(lazy.proto, inferred, base_dir=lazy.base_dir, external=lazy.external, rows=rows)
-    return InspectResult(str(path), Path(path).stat().st_size, summary, rows, warnings, graph_problems(lazy.proto))
+    too_new, convertible = _opset_past_runtime(lazy.proto)
+    return InspectResult(str(path), Path(path).stat().st_size, summary, rows, warnings + convertible,
+                         too_new + graph_problems(lazy.proto))
+
+
+def _opset_past_runtime(model: onnx.ModelProto) -> tuple[list[str], list[str]]:
+    """(problems, notes) of a model whose ai.onnx opset is newer than the installed onnxruntime loads: a problem
+    where onnx knows no conversion down either (layers refuses it), a note where layers, diff and grad convert it
+    (a copy mark or extract writes keeps the model's opset). inspect said nothing, and mark and extract wrote a copy
+    onnxruntime does not load with exit 0."""
+    from onnxprobe.graph.builder import opset_version
+
+    declared, top = opset_version(model), compat.max_opset()
+    if declared is None or top is None or declared <= top:
+        return [], []
+    known = onnx.defs.onnx_opset_version()
+    if declared > known:
+        return [f"the model's opset {declared} is newer than this onnxruntime (up to {top}) and this onnx (up to {known}) "
+                "know: no conversion down to it is possible; upgrade onnxruntime and onnx"], []
+    return [], [f"the model's opset {declared} is newer than this onnxruntime loads (up to {top}): layers, diff and grad "
+                f"run a copy converted down to it (onnx.version_converter); a copy mark or extract writes keeps opset {declared}"]
+
+
+def _refuse_opset(model: onnx.ModelProto, path, notes: list[str]) -> None:
+    """``_opset_past_runtime`` for a surgery about to write a copy: one line and no file where no conversion exists,
+    a note where one does."""
+    too_new, convertible = _opset_past_runtime(model)
+    if too_new:
+        raise ModelError(f"{path}: {too_new[0]}; nothing written")
+    notes += convertible
 
 
 @dataclass
@@ -228,6 +257,7 @@ def mark(
     refuse_to_write(graph_problems(lazy.proto), str(path))
     fs = _check_inputs(lazy.proto, inputs)
     notes: list[str] = list(lazy.notes)
+    _refuse_opset(lazy.proto, path, notes)
     inferred = infer_shapes(lazy.proto, notes)
     chosen = select(inferred, selection or Selection())
     refs = [r for r in chosen if r.kind == "node"]
@@ -364,6 +394,7 @@ def extract(
     lazy = load_lazy(path)
     fs = _check_inputs(lazy.proto, inputs)
     notes: list[str] = list(lazy.notes)
+    _refuse_opset(lazy.proto, path, notes)
     inferred = infer_shapes(lazy.proto, notes)
     # which producer the cut kept was chance: onnxruntime and onnx's checker refuse the model
     refuse_to_write(duplicate_producers(lazy.proto.graph), str(path))

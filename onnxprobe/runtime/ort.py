@@ -138,7 +138,7 @@ def create_session(model: onnx.ModelProto, *, device: str = "cpu", opt_level: st
                 model = _with_ir(model, int(m.group(2)))
                 notes.append(f"model IR version {m.group(1)} lowered to {m.group(2)}, the newest this onnxruntime reads")
                 continue
-            m = _OPSET_RE.search(msg)
+            m = OPSET_RE.search(msg)
             if m and _attempt == 0:
                 model = _with_opset(model, int(m.group(1)))
                 notes.append(f"model converted down to opset {m.group(1)}, the newest this onnxruntime supports")
@@ -260,7 +260,7 @@ def _weights_in_place(so, sk: onnx.ModelProto, big: list[tuple[str, onnx.TensorP
     return buffers, point_stubs_at(sk, places), {}, None  # last: nothing can fail between this and their unpointing
 
 
-_OPSET_RE = re.compile(r"Current official support for domain ai\.onnx is till opset (\d+)")
+OPSET_RE = re.compile(r"Current official support for domain ai\.onnx is till opset (\d+)")
 
 
 def _with_opset(model: onnx.ModelProto, opset: int) -> onnx.ModelProto:
