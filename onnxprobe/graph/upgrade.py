@@ -24,6 +24,8 @@ def upgraded_copy(model: Model, opset: int, what: str) -> Model:
     src.CopyFrom(model.proto)
     for body in all_graphs(src.graph):
         del body.value_info[:]
+    if src.ir_version < 1:  # IR 0, which ONNX does not define and onnxruntime reads as one below 4 (graph.io.ir_notes):
+        src.ir_version = 3  # read so here too; the converter cannot parse it (a C++ assertion, cut mid-sentence)
     if not any(o.domain in ("", "ai.onnx") for o in src.opset_import):  # no ONNX op to convert: the converter
         src.opset_import.append(onnx.helper.make_opsetid("", opset))  # fails on the other domains (ai.onnx.ml)
         warnings = list(model.warnings)
