@@ -124,3 +124,26 @@ def test_a_loop_of_no_iteration_did_not_run_and_unstackable_values_get_the_debug
     r = CliRunner().invoke(app, ["layers", m, "--all", "--input", "n=2", "--input", "c=true", "--input", "v0=[1, 2]",
                                  "--save", str(tmp_path / "s.npz")], env=ENV)
     assert r.exit_code == 1 and "drop --save, or mark --stats" in r.output, r.output
+
+
+def test_where_says_the_statistic_in_digits_that_keep_the_comparison_true(tmp_path):
+    """'min -6.55e+04 < -65503' of a float16 min of -65504 read false; the node table wrote int64 extremes
+    9223372036854775805 and ...807 as two equal floats beside a std of 0.83. Oracle: the values as built."""
+    f16 = lambda n: h.make_tensor_value_info(n, T.FLOAT16, [3])  # noqa: E731
+    m = make_model([h.make_node("Identity", ["x"], ["y"], name="i")], [f16("x")], [f16("y")])
+    onnx.save(m, tmp_path / "h.onnx")
+    np.save(tmp_path / "x.npy", np.array([-65504, 0.5, 65504], np.float16))
+    code, out = _debug(tmp_path, [str(tmp_path / "h.onnx"), "--input", f"x={tmp_path / 'x.npy'}"],
+                       ["where min<-65503", "where absmax>65000", "where mean<0.16667"])
+    assert code == 0, out
+    assert "min -65504 < -65503" in out and "absmax 65504 > 65000" in out, out
+    assert "mean 0.166667 < 0.16667" in out, out  # (-65504 + 0.5 + 65504) / 3: 0.1667 would read false
+    i64 = lambda n: h.make_tensor_value_info(n, T.INT64, [3])  # noqa: E731
+    m = make_model([h.make_node("Identity", ["x"], ["y"], name="i")], [i64("x")], [i64("y")])
+    onnx.save(m, tmp_path / "i.onnx")
+    np.save(tmp_path / "k.npy", np.array([2 ** 63 - 1, 2 ** 63 - 2, 2 ** 63 - 3], np.int64))
+    code, out = _debug(tmp_path, [str(tmp_path / "i.onnx"), "--input", f"x={tmp_path / 'k.npy'}"],
+                       ["where max>9223372036854775806"])
+    assert code == 0, out
+    table = out.split("from / to", 1)[1]
+    assert "9223372036854775805" in table and "9223372036854775807" in table, out

@@ -94,7 +94,7 @@ def dataset_dict(res) -> dict:
 SEPARATORS = tuple("_/.:-")
 
 
-def _integer(dt) -> bool:
+def integer_type(dt) -> bool:
     return isinstance(dt, str) and (dt.startswith(("int", "uint")) or dt == "bool")
 
 
@@ -120,7 +120,7 @@ def _cells(r: dict) -> tuple[list[str], list]:
     ran = bool(r.get("count"))
     # told apart on offset data; a 64-bit constant to the digits of its value
     digits = spread_digits(r.get("min"), r.get("max"), most=type_digits(r.get("dtype")))
-    extreme = (lambda v: exact_int(v) if _integer(r.get("dtype")) else num(v, digits))  # 32767, not 3.277e+04
+    extreme = (lambda v: exact_int(v) if integer_type(r.get("dtype")) else num(v, digits))  # 32767, not 3.277e+04
     # a tensor that did not run has no values to count NaN or Inf among: '-' (empty in CSV), not a clean 0 0
     idle = values_status(r.get("count"), r.get("shape")) == "not run"
     nan, inf = (None, None) if idle else (r.get("nan"), r.get("inf"))

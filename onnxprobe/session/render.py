@@ -15,6 +15,7 @@ import numpy as np
 from rich.text import Text
 
 from onnxprobe.report.format import no_values, num, safe, shape as fmt_shape, spread_digits, type_digits
+from onnxprobe.report.layers import exact_int, integer_type
 from onnxprobe.report.table import Column, Table
 from onnxprobe.api import TensorStats
 
@@ -241,10 +242,13 @@ def tensor_table(rows: list[dict], width: int = 120, link: str = "from / to") ->
         d = spread_digits(s.min, s.max, most=type_digits(r.get("dtype"))) if fin else 4  # told apart on offset data, as in layers
         # a tensor that did not run (an If branch not taken) has no values to count NaN or Inf among: '-', as layers
         counted = s is not None and (ran or no_values(r.get("shape")) != "not run")
+        # an integer tensor's extremes as the integers they are, as layers writes them (int64's near 2^63 read three
+        # equal floats beside a std of 0.83)
+        extreme = (lambda v: exact_int(v) if integer_type(r.get("dtype")) else num(v, d))  # noqa: E731
         cells = [
             r.get("role", ""), r["name"], shp, r.get("dtype") or "?",
-            num(s.min, d) if fin else ("-" if s is None or s.count else no_values(r.get("shape"))),
-            num(s.max, d) if fin else "-", num(s.mean, d) if fin else "-", num(s.std) if fin else "-",
+            extreme(s.min) if fin else ("-" if s is None or s.count else no_values(r.get("shape"))),
+            extreme(s.max) if fin else "-", num(s.mean, d) if fin else "-", num(s.std) if fin else "-",
             str(s.nan) if counted else "-", str(s.inf) if counted else "-", r.get("link", ""),
         ]
         values = [r.get("role", ""), r["name"], shp, r.get("dtype"), s.min if fin else None, s.max if fin else None,

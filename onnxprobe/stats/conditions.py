@@ -72,12 +72,29 @@ class Condition:
         """What made it hold, in words: '3 NaN, 1 Inf in 4 values', 'absmax 1.2e+04 > 1000'."""
         if self.stat in ("nan", "inf", "nonfinite") and self.op == ">" and self.value == 0:
             return f"{s.nan} NaN, {s.inf} Inf in {s.count} values"
-        return f"{self.stat} {_said(stat_value(s, self.stat), '.4g')} {self.op} {_said(self.value, 'g')}"
+        return f"{self.stat} {self._stat_said(stat_value(s, self.stat))} {self.op} {_said(self.value, 'g')}"
+
+    def _stat_said(self, v) -> str:
+        """The statistic in as few digits as keep the comparison true as written: 'min -6.55e+04 < -65503' read
+        false of -65504; an integral value below 10^15 as its plain digits."""
+        if isinstance(v, int) or not math.isfinite(v):
+            return _said(v, "g")
+        if v.is_integer() and abs(v) < 1e15:
+            return str(int(v))
+        for digits in range(4, 18):
+            text = format(v, f".{digits}g")
+            if OPS[self.op](float(text), self.value) == OPS[self.op](v, self.value):
+                return text
+        return repr(v)
 
 
 def _said(v, spec: str) -> str:
-    """A statistic or a condition's value in words: an int as the integer it is (int64 extremes), a float by ``spec``."""
-    return str(v) if isinstance(v, int) else format(v, spec)
+    """A statistic or a condition's value in words: an int as the integer it is (int64 extremes), a float by ``spec``
+    where that keeps its value (else its shortest exact digits: 0.4999901 read '0.49999')."""
+    if isinstance(v, int):
+        return str(v)
+    text = format(v, spec)
+    return text if not math.isfinite(v) or float(text) == v else repr(v)
 
 
 def parse_condition(text: str) -> Condition:
