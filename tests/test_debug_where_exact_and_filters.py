@@ -147,3 +147,22 @@ def test_where_says_the_statistic_in_digits_that_keep_the_comparison_true(tmp_pa
     assert code == 0, out
     table = out.split("from / to", 1)[1]
     assert "9223372036854775805" in table and "9223372036854775807" in table, out
+
+
+def test_run_points_to_the_condition_that_finds_what_it_found(tmp_path):
+    """Tensors of Inf and no NaN: `run` said "`where nan` finds the first of all tensors", and `where nan` then found
+    nothing. It names `where inf` (NaN alone: `where nan`; both: `where nonfinite`), which finds it."""
+    f = lambda n: h.make_tensor_value_info(n, T.FLOAT, [4])  # noqa: E731
+    m = make_model([h.make_node("Relu", ["x"], ["r"], name="re"), h.make_node("Log", ["r"], ["l"], name="lg"),
+                    h.make_node("Neg", ["l"], ["y"], name="ng")], [f("x")], [f("y")])
+    onnx.save(m, tmp_path / "m.onnx")
+    for x, cond in (("[1, -1, 2, 0]", "inf"), ("[1, 2, 3, 4]", None)):
+        code, out = _debug(tmp_path, [str(tmp_path / "m.onnx")], [f"input x {x}", "run"])
+        assert code == 0, out
+        if cond is None:
+            assert "where" not in out, out
+            continue
+        said = out.split("`where ", 1)[1].split("`", 1)[0]
+        assert said == cond, out
+        code, out = _debug(tmp_path, [str(tmp_path / "m.onnx")], [f"input x {x}", "run", f"where {said}"])
+        assert code == 0 and "first tensor where" in out, out

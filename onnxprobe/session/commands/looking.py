@@ -49,8 +49,12 @@ def cmd_run(env: Env, args: list[str]):
         names = list(t.probes) + [o for o in t.index.outputs if o not in set(t.probes)]
         bad = [n for n in names if (s := t.results.stats.get(n)) is not None and s.has_nonfinite]
         if bad:
+            # the condition that finds what was found: `where nan` found nothing in tensors of Inf alone
+            nan = any(t.results.stats[n].nan for n in bad)
+            inf = any(t.results.stats[n].inf for n in bad)
+            cond = "nonfinite" if nan and inf else "nan" if nan else "inf"
             out.append(Text(safe(f"{label}{len(bad)} probed tensor{'s' if len(bad) != 1 else ''} with NaN/Inf, first {bad[0]} "
-                                 f"(node {t.index.refs[bad[0]].node}); `where nan` finds the first of all tensors"), style="bold red"))
+                                 f"(node {t.index.refs[bad[0]].node}); `where {cond}` finds the first of all tensors"), style="bold red"))
         outs = [o for o in t.index.outputs if o in t.index.refs]
         for o in outs[:MAX_OUTPUT_LINES]:
             line = Text(f"{label}output ")
