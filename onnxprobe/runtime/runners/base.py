@@ -329,8 +329,9 @@ class GraphRunner(Runner):
             names = some(stacked)
             return settings_error(ExecutionError, lambda say: (
                 f"{e} (the model itself runs on these inputs: what fails is stacking the values of {names}, tensors of a "
-                "Loop or Scan body, one per iteration, which cannot be done where their shape changes between iterations "
-                "or they lie in an If branch there; their statistics can be taken without their values: " + say.either(
+                "Loop or Scan body, one per iteration, which cannot be done where their shape changes between iterations, "
+                "they lie in an If branch there, or shape inference leaves the rank of a Scan body's tensor unknown "
+                "(onnxruntime's Scan needs it); their statistics can be taken without their values: " + say.either(
                     "api.layers without save or save_to, or api.mark(..., stats=True)", "drop --save, or mark --stats",
                     about=STATS_ONLY) + ")"))
         err = ExecutionError(f"{e} (the model itself runs on these inputs: what failed is onnxprobe's probed copy of it; "
