@@ -234,3 +234,42 @@ def test_a_runtime_that_runs_two_nodes_of_one_name_still_runs_them(tmp_path):
     assert r.exit_code == 0, r.output
     r = runner.invoke(app, ["layers", str(path)])
     assert r.exit_code == 1 and "(dup)" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.output
+
+
+@pytest.mark.parametrize("returned", ["W", "x", "own"])
+def test_a_body_that_returns_an_outer_value_is_a_problem_as_onnxruntime_says(tmp_path, returned):
+    """An If branch whose output is a value of the graph around it (an initializer, an input): onnxruntime refuses
+    the model ("an outer scope value being returned directly"); inspect said nothing and mark wrote the copy with
+    a note blaming its stacking. The oracle is onnxruntime's own load."""
+    import numpy as np
+    import onnxruntime as ort
+    from onnx import numpy_helper
+
+    from onnxprobe import api
+
+    f = lambda n: helper.make_tensor_value_info(n, TensorProto.FLOAT, [2])  # noqa: E731
+    then = (helper.make_graph([helper.make_node("Identity", ["x"], ["own"])], "t", [], [f("own")]) if returned == "own"
+            else helper.make_graph([], "t", [], [f(returned)]))
+    other = helper.make_graph([helper.make_node("Neg", ["x"], ["n"])], "e", [], [f("n")])
+    g = helper.make_graph([helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other, name="if")], "g",
+                          [f("x"), helper.make_tensor_value_info("c", TensorProto.BOOL, [])], [f("y")],
+                          [numpy_helper.from_array(np.ones(2, np.float32), "W")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    path = tmp_path / "m.onnx"
+    onnx.save(m, path)
+    try:
+        ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+        loads = True
+    except Exception:  # noqa: BLE001
+        loads = False
+    problems = api.inspect(path).problems
+    assert loads == (returned == "own") and (not problems) == loads, problems
+    if not loads:
+        assert quote_in(returned, problems[0]) and "then_branch" in problems[0]
+        with pytest.raises(api.ModelError):
+            api.mark(path, tmp_path / "mk.onnx", api.Selection(all=True))
+        assert not (tmp_path / "mk.onnx").exists()
+
+
+def quote_in(name: str, text: str) -> bool:
+    return f"'{name}'" in text

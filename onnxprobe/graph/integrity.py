@@ -48,12 +48,29 @@ def duplicate_producers(g: onnx.GraphProto) -> list[str]:
 
 def graph_problems(model: onnx.ModelProto, node_names: bool = True) -> list[str]:
     """Every reason, one line each, the main graph is not one onnxruntime loads (see the module docstring).
-    ``node_names`` False: not two nodes of one name, which onnx.reference and OpenVINO run (``refuse_broken``)."""
+    ``node_names`` False: not what other runtimes may run (``refuse_broken``): two nodes of one name, a body that
+    returns an outer value (onnx.reference and OpenVINO run the first)."""
     g = model.graph
     sources = {i.name for i in g.input} | {t.name for t in g.initializer} | {t.values.name for t in g.sparse_initializer}
     return (duplicate_producers(g) + _problems(list(g.node), sources, [o.name for o in g.output], None)
-            + (duplicate_node_names(list(g.node), None) if node_names else []) + body_initializers_twice(model)
-            + recursive_functions(model))
+            + (duplicate_node_names(list(g.node), None) + body_outputs_from_outside(g) if node_names else [])
+            + body_initializers_twice(model) + recursive_functions(model))
+
+
+def body_outputs_from_outside(g: onnx.GraphProto, where: str = "") -> list[str]:
+    """An If / Loop / Scan body output that is an enclosing graph's value, returned directly: onnxruntime refuses the
+    model ("Subgraph output (x) is an outer scope value being returned directly"), as onnx's checker does."""
+    out = []
+    for k, n in enumerate(g.node):
+        for attr, body in subgraphs(n):
+            own = ({o for m in body.node for o in m.output} | {i.name for i in body.input}
+                   | {t.name for t in body.initializer} | {t.values.name for t in body.sparse_initializer})
+            label = f"{where}{node_label(n, k)} {attr}"
+            out += [f"{label} returns {quote(o.name)}, a value of the graph around it, directly: onnxruntime takes "
+                    "only a body's own values as its outputs (an Identity in the body makes one)"
+                    for o in body.output if o.name and o.name not in own]
+            out += body_outputs_from_outside(body, f"{label}: ")
+    return out
 
 
 def recursive_functions(model: onnx.ModelProto) -> list[str]:
