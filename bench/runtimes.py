@@ -45,10 +45,18 @@ def models() -> dict[str, tuple[Path, list[str]]]:
 
 
 def once(argv: list[str]) -> tuple[float | None, str]:
+    """The wall time of one run of ``argv``, or None and why: a time only where the command did its work, exit 0, or
+    diff's exit 1 of a failed verdict. An exit 1 of layers (no verdict), or with an error line or a traceback
+    (ONNXPROBE_DEBUG=1 prints one instead of the line), is an error: CUDA and TensorRT commands that crashed on a
+    machine with no GPU were timed, at 0.25-0.63x the CPU (bench/run.py's diff_verdict, the same rule)."""
+    sys.path.insert(0, str(HERE))
+    from run import diff_verdict  # noqa: E402
+
     t0 = time.perf_counter()
     r = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT)
     seconds = time.perf_counter() - t0
-    if r.returncode not in (0, 1) or "onnxprobe: error:" in r.stderr:  # 1 without an error line: a failed verdict
+    verdict = r.returncode == 1 and "diff" in argv and diff_verdict(r.stderr)
+    if r.returncode != 0 and not verdict or "Traceback (most recent call last)" in r.stderr:
         lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
         return None, (lines[-1] if lines else f"exit code {r.returncode}")[:160]
     return seconds, ""
