@@ -31,6 +31,12 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-bench/.cache/gpu-venv}
+if [ -n "${PY:-}" ] && [ -z "${SKIP_INSTALL:-}" ]; then
+    # the install changes the Python it runs (onnxruntime uninstalled for onnxruntime-gpu): a Python of the caller's
+    # is never changed; it announced the venv, then installed into $PY
+    echo "PY=$PY: a Python of yours is used as it is: give SKIP_INSTALL=1 with it, or VENV=DIR for a venv this script makes"
+    exit 2
+fi
 PY=${PY:-"$VENV/bin/python"}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"  # this checkout's onnxprobe (bench/*.py run as scripts)
 SECONDS=0

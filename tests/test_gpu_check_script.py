@@ -45,6 +45,19 @@ def test_gpu_check_refuses_a_wheel_folder_that_is_not_there(tmp_path):
     assert not (tmp_path / "venv").exists()
 
 
+def test_gpu_check_never_installs_into_a_python_of_the_caller_s(tmp_path):
+    """PY=... without SKIP_INSTALL=1 said "== install into bench/.cache/gpu-venv", then ran pip install -e, pip
+    uninstall onnxruntime and pip install onnxruntime-gpu on that Python. A stand-in Python logs what it is asked."""
+    log = tmp_path / "asked.log"
+    fake = tmp_path / "fakepy"
+    fake.write_text(f'#!/bin/bash\necho "$*" >> {log}\nexit 0\n')
+    fake.chmod(0o755)
+    r = subprocess.run(["bash", str(ROOT / "bench" / "gpu_check.sh")], capture_output=True, text=True, timeout=60,
+                       env=_env(PY=str(fake), VENV=str(tmp_path / "venv")))
+    assert r.returncode == 2 and "SKIP_INSTALL=1" in r.stdout, r.stdout + r.stderr
+    assert not log.exists() and not (tmp_path / "venv").exists()
+
+
 @no_gpu
 def test_cuda_agree_without_cuda_is_one_line(tmp_path):
     r = subprocess.run([sys.executable, str(ROOT / "bench" / "cuda_agree.py")], capture_output=True, text=True, timeout=120,
