@@ -308,20 +308,26 @@ def main() -> None:
             load = shlex.join([*base[:2], str(pert), *base[2:], "--onnx-outputs", "mark", "all", "--load-outputs", out_json])
             ops["poly_diff_all"] = ["bash", "-c", f"set -o pipefail; {save} || exit 90; {load} | tail -n 1 >&2"]
         res = measure(ops, args.repeat, label=f"{key}: ")
-        plain = res.get("plain", {})
-        for op, r in res.items():
-            ratio = paired(r, plain)
-            if ratio:
-                r["wall_vs_plain"], r["rss_vs_plain"] = ratio
-            ratio = paired(r, res.get("poly_" + op, {}))
-            if ratio:
-                r["wall_vs_polygraphy"], r["rss_vs_polygraphy"] = ratio
+        with_ratios(res)
         results["models"][key] = res
     args.json.write_text(json.dumps(results, indent=2) + "\n")
     report(results)
     if args.readme:
         write_readme(results, HERE.parent / "README.md")
     print(f"\nwritten: {args.json}")
+
+
+def with_ratios(res: dict) -> None:
+    """Each command's wall and rss over plain inference's, and over Polygraphy's doing the same (``poly_`` + op), in
+    place: the medians of the per-round ratios (``paired``) of the rounds both ran in."""
+    plain = res.get("plain", {})
+    for op, r in res.items():
+        ratio = paired(r, plain)
+        if ratio:
+            r["wall_vs_plain"], r["rss_vs_plain"] = ratio
+        ratio = paired(r, res.get("poly_" + op, {}))
+        if ratio:
+            r["wall_vs_polygraphy"], r["rss_vs_polygraphy"] = ratio
 
 
 def goal(op: str, r: dict) -> str:
