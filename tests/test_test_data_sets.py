@@ -234,3 +234,26 @@ def test_a_test_data_set_of_a_model_without_inputs_holds_outputs_only(tmp_path):
     assert r.exit_code == 0, r.output
     r = runner.invoke(app, ["layers", _model(tmp_path / "x.onnx"), "--inputs", ds])
     assert r.exit_code == 2 and "input x: not in --inputs test_data_set_0" in r.output and "Traceback" not in r.output, r.output
+
+
+def test_the_readme_s_vs_npz_with_inputs_of_the_same_unnamed_data_set(tmp_path):
+    """`diff M --vs-npz DS/ --inputs DS/` (the README's line) was refused with "input 'x': given both by name and by
+    position" wherever DS's input_N.pb carry no name (every pytorch-converted model of onnx's backend tests): the
+    saved value was added beside the positional one. Another unnamed folder given to --inputs is said to be what A
+    runs on, and the comparison fails (its outputs were computed from other inputs). Oracle: numpy."""
+    m = _model(tmp_path / "m.onnx")
+    ds = _data_set(tmp_path / "ds", {"x": X, "b": B, "idx": IDX}, _expected())
+    for f in sorted((tmp_path / "ds").glob("*.pb")):
+        t = onnx.load_tensor(str(f))
+        t.name = ""
+        f.write_bytes(t.SerializeToString())
+    r = runner.invoke(app, ["diff", m, "--vs-npz", ds, "--inputs", ds])
+    assert r.exit_code == 0 and "2 pairs · 0 failing" in r.stdout, r.output
+    other = _data_set(tmp_path / "other", {"x": X + 1, "b": B, "idx": IDX}, _expected())
+    for f in sorted((tmp_path / "other").glob("input_*.pb")):
+        t = onnx.load_tensor(str(f))
+        t.name = ""
+        f.write_bytes(t.SerializeToString())
+    r = runner.invoke(app, ["diff", m, "--vs-npz", ds, "--inputs", other])
+    assert r.exit_code == 1 and "A runs on the input given for 'x'" in r.stderr, r.output
+    assert "FAIL" in r.stdout

@@ -266,7 +266,11 @@ def saved_inputs(model: Model, inputs: InputSpec | None, saved: Activations) -> 
     """``inputs`` with the model's inputs that ``saved`` (activations) holds, where the user gave none for
     them: the activations were computed from those, and random data would compare other computations
     (every pair failing). Returns (inputs, notes)."""
-    spec = _feeds.named_files(inputs or InputSpec(), [i.name for i in _feeds.model_inputs(model.proto)])
+    names = [i.name for i in _feeds.model_inputs(model.proto)]
+    spec = _feeds.named_files(inputs or InputSpec(), names)
+    # arrays of unnamed input_N.pb files (--inputs test_data_set_0/) by the inputs they stand for: unnamed, the saved
+    # value was added beside them, and the same file given twice read "given both by name and by position"
+    spec = replace(spec, arrays=by_position(spec.arrays, names, "input"))
     given = set(spec.files) | set(spec.arrays)
     use = {i.name: np.asarray(saved.arrays[i.name]) for i in _feeds.model_inputs(model.proto)
            if i.name in saved.arrays and i.name not in given}
