@@ -6,7 +6,6 @@ perturbed (Resize's roi and scales, shapes, bounds and integers are left byte fo
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 
 import numpy as np
@@ -14,15 +13,14 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from conftest import ROOT, bench_models
+from conftest import bench_models
 
 
 @pytest.fixture(scope="module")
 def run():
-    spec = importlib.util.spec_from_file_location("onnxprobe_bench_run_props", ROOT / "bench" / "run.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    from test_bench_run import _run_module
+
+    return _run_module()
 
 
 def test_peak_rss_is_the_command_s_own(run):

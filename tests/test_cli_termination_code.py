@@ -35,10 +35,14 @@ main.run()
 """
 
 
+def _run(script: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
 @pytest.mark.skipif(not hasattr(signal, "SIGTERM") or os.name != "posix", reason="POSIX signals")
 def test_sigterm_exits_143_when_a_library_turns_it_into_exit_1():
-    r = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=60,
-                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    r = _run(SCRIPT)
     assert r.returncode == 143, (r.returncode, r.stderr)
 
 
@@ -92,6 +96,5 @@ main.run()
 
 @pytest.mark.skipif(not hasattr(signal, "SIGTERM") or os.name != "posix", reason="POSIX signals")
 def test_a_sigterm_swallowed_in_a_finalizer_still_ends_the_command_with_143_and_says_nothing():
-    r = subprocess.run([sys.executable, "-c", SWALLOWED], capture_output=True, text=True, timeout=60,
-                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    r = _run(SWALLOWED)
     assert (r.returncode, r.stdout, r.stderr) == (143, "", ""), (r.returncode, r.stdout, r.stderr)

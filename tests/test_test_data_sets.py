@@ -242,18 +242,21 @@ def test_the_readme_s_vs_npz_with_inputs_of_the_same_unnamed_data_set(tmp_path):
     saved value was added beside the positional one. Another unnamed folder given to --inputs is said to be what A
     runs on, and the comparison fails (its outputs were computed from other inputs). Oracle: numpy."""
     m = _model(tmp_path / "m.onnx")
-    ds = _data_set(tmp_path / "ds", {"x": X, "b": B, "idx": IDX}, _expected())
-    for f in sorted((tmp_path / "ds").glob("*.pb")):
-        t = onnx.load_tensor(str(f))
-        t.name = ""
-        f.write_bytes(t.SerializeToString())
+    ds = _unnamed(_data_set(tmp_path / "ds", {"x": X, "b": B, "idx": IDX}, _expected()))
     r = runner.invoke(app, ["diff", m, "--vs-npz", ds, "--inputs", ds])
     assert r.exit_code == 0 and "2 pairs · 0 failing" in r.stdout, r.output
-    other = _data_set(tmp_path / "other", {"x": X + 1, "b": B, "idx": IDX}, _expected())
-    for f in sorted((tmp_path / "other").glob("input_*.pb")):
-        t = onnx.load_tensor(str(f))
-        t.name = ""
-        f.write_bytes(t.SerializeToString())
+    other = _unnamed(_data_set(tmp_path / "other", {"x": X + 1, "b": B, "idx": IDX}, _expected()))
     r = runner.invoke(app, ["diff", m, "--vs-npz", ds, "--inputs", other])
     assert r.exit_code == 1 and "A runs on the input given for 'x'" in r.stderr, r.output
     assert "FAIL" in r.stdout
+
+
+def _unnamed(folder: str) -> str:
+    """The data set's tensors with their names cleared (as onnx's pytorch-converted tests ship them)."""
+    from pathlib import Path
+
+    for f in sorted(Path(folder).glob("*.pb")):
+        t = onnx.load_tensor(str(f))
+        t.name = ""
+        f.write_bytes(t.SerializeToString())
+    return folder
