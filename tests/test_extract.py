@@ -284,9 +284,11 @@ def test_model_over_2gb_round_trips_through_mark_and_extract(big_model):
 
 
 def test_the_old_flag_names_point_to_from_and_to(tmp_path):
+    """(--outputs was said to name "an input .npz file in the other commands": no command has --outputs)"""
     for old in ("--inputs", "--outputs"):
         r = invoke("extract", sample_path("mlp"), "-o", tmp_path / "s.onnx", old, "relu1_out")
         assert r.exit_code == 2 and "--from and --to" in r.stderr and old in r.stderr
+        assert ("input .npz file" in r.stderr) == (old == "--inputs"), r.stderr
         assert not (tmp_path / "s.onnx").exists()
 
 

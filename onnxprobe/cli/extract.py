@@ -44,7 +44,7 @@ def extract(
 
     The inputs must cut the outputs off from the rest of the graph; if they do not, the error names the tensors that reach the outputs around them.
 
-    Without --from the cut starts at the model's inputs; without --to it ends at its outputs. (--from and --to, not --inputs and --outputs: those name input files in the other commands.) `inspect --nodes` lists the tensor names.
+    Without --from the cut starts at the model's inputs; without --to it ends at its outputs. (--from and --to, not --inputs, which names an input file in the other commands, nor --outputs.) `inspect --nodes` lists the tensor names.
 
     The seed, shape and input options matter only when shape inference cannot type a boundary tensor: the model then runs once to see it.
 
@@ -63,8 +63,9 @@ def extract(
     from onnxprobe.report.progress import Progress
 
     if old_inputs or old_outputs:
-        raise UsageError(f"extract names the cut with --from and --to (not {'--inputs' if old_inputs else '--outputs'}, "
-                         "which names an input .npz file in the other commands)")
+        raise UsageError("extract names the cut with --from and --to (" + (
+            "not --inputs, which names an input .npz file in the other commands)" if old_inputs else
+            "its outputs with --to: there is no --outputs)"))
     from onnxprobe.report.inspect import IO_COLUMNS
     from onnxprobe.report.surgery import extract_renderables
 
