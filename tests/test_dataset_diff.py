@@ -436,3 +436,22 @@ def test_an_empty_sample_among_others_names_no_worst_element_and_pools(tmp_path,
     assert r.metrics.max_abs == pytest.approx(np.abs(ya - yb).max(), rel=1e-6)
     assert r.metrics.sqnr_db == pytest.approx(10 * np.log10((yb ** 2).sum() / ((ya - yb) ** 2).sum()), abs=1e-3)
     assert len(r.metrics.worst) == 2
+
+
+def test_a_mode_of_one_input_is_refused_for_itself_not_for_model_b(tmp_path):
+    """diff A B --grad (or --fp32-sensitivity) --inputs-dir: the refusal listed the references a dataset diff takes,
+    'a model B' first, which read as though B were what was refused. A reference of one input keeps the list."""
+    import numpy as np
+    from typer.testing import CliRunner
+
+    from conftest import sample_path
+    from onnxprobe.cli.main import app
+
+    ds = tmp_path / "ds"
+    ds.mkdir()
+    np.savez(ds / "b0.npz", image=np.zeros((1, 3, 32, 32), np.float32))
+    m = str(sample_path("cnn"))
+    for flags, listed in ((["--grad"], False), (["--fp32-sensitivity", "2"], False), (["--vs-npz", str(ds / "b0.npz")], True)):
+        r = CliRunner().invoke(app, ["diff", m, *([] if listed else [m]), *flags, "--inputs-dir", str(ds)])
+        assert r.exit_code == 2 and "compares on one input: not with --inputs-dir" in r.stderr, r.output
+        assert ("a model B" in r.stderr) == listed, r.stderr

@@ -187,10 +187,12 @@ def diff(
         raise UsageError("diff --grad runs backward graphs on onnxruntime: drop --runtime, and --runtime-option but tf32=0|1")
     max_mem = api.parse_size(max_memory) if max_memory is not None else None  # '' is refused, not the default
     ray_options = ray_of(ray, ray_address, ray_workers, inputs_dir is not None)
-    one_input = [(bool(given), f"{what} compares on one input: not with {{flag}} (a dataset diff compares with a model B, "
-                               "--vs-device, --vs-opt-level, --vs-runtime or --vs-reference)")
-                 for given, what in ((grad, "--grad"), (vs_npz, "--vs-npz"), (vs_torch, "--vs-torch"),
-                                     (fp32_sensitivity, "--fp32-sensitivity"))]
+    # a reference a dataset diff cannot take: what it can take is said; a mode of one input: that alone (a model B
+    # was given, and the list of references read as though it were what was refused)
+    references = " (a dataset diff compares with a model B, --vs-device, --vs-opt-level, --vs-runtime or --vs-reference)"
+    one_input = [(bool(given), f"{what} compares on one input: not with {{flag}}{references if listed else ''}")
+                 for given, what, listed in ((grad, "--grad", False), (vs_npz, "--vs-npz", True), (vs_torch, "--vs-torch", True),
+                                             (fp32_sensitivity, "--fp32-sensitivity", False))]
     if dataset_flag(inputs_dir, inputs_from, *one_input, one_input_profile(profile),
                     inputs_in_dataset(input_, inputs, shape, seed, int_range)):
         where = inputs_dir.name if inputs_dir is not None else inputs_from
