@@ -703,3 +703,18 @@ def test_conflicting_flags_are_refused_before_export_writes(tmp_path, flags, nee
     r = invoke("grad", sample_path("mlp"), "--device", "cpu", "--export", out, *[f.format(ds=ds) for f in flags])
     assert r.exit_code == 2 and needle in r.stderr and "Traceback" not in r.output, r.output
     assert not out.exists() and "wrote" not in r.output
+
+
+def test_the_check_s_footer_counts_the_oks_its_verdict_counts():
+    """The footer read '10 ok' beside a verdict of '9 gradient(s) agree': it counted the loss's own input, whose
+    gradient is the loss's formula (dL/dy = 1) and which the verdict leaves out. It says that one apart."""
+    import json
+    import re
+
+    r = runner.invoke(app, ["grad", str(sample_path("mlp")), "--check", "--json", "-"])
+    assert r.exit_code == 0, r.output
+    said = json.loads(r.stdout)["verdict_reason"]
+    agree = int(re.match(r"(\d+) gradient", said).group(1))
+    r = runner.invoke(app, ["grad", str(sample_path("mlp")), "--check"], env={"COLUMNS": "200"})
+    ok = int(re.search(r"check \(float64\): (\d+) ok", r.stdout).group(1))
+    assert ok == agree and "y's own gradient, the loss's formula, agrees" in r.stdout, (said, r.stdout)

@@ -115,7 +115,7 @@ def grad_table(result) -> tuple[Table, Text]:
     # and why a row was not judged (``unjudged``: the loss is constant in it, or the check's reason for
     # 'cannot check'), as diff's rows say
     t = Table(COLUMNS + ([CHECK] if checked else []), data=(CHECK_OK.key, UNJUDGED.key) if checked else ())
-    bad = failed = ok = noise = 0
+    bad = failed = ok = noise = own = 0
     for r in d["gradients"]:
         cells, values = _cells(r)
         noise += bool(r.get("unjudged"))
@@ -133,7 +133,11 @@ def grad_table(result) -> tuple[Table, Text]:
         bad += nonfinite
         fail = checked and r.get("check") is not None and r["check"]["ok"] is False
         failed += fail
-        ok += bool(checked and r.get("check") is not None and r["check"]["ok"])
+        good = bool(checked and r.get("check") is not None and r["check"]["ok"])
+        # the loss's own input: its gradient is the loss's formula (dL/dy = 1 for a sum), not the model's backward
+        # pass; the verdict leaves it out, and the footer counted it among the oks (10 ok beside "9 agree")
+        own += good and r.get("tensor") == d["loss"].get("output")
+        ok += good
         # why no verdict: the loss is constant in it, or finite differences cannot check it (``unresolved``)
         why = r.get("unjudged") or (r.get("check") or {}).get("unresolved")
         t.add_row(cells, values, "bold red" if nonfinite or fail else None,
@@ -146,9 +150,10 @@ def grad_table(result) -> tuple[Table, Text]:
     if checked:
         footer.append(" · ")
         unchecked = n - ok - failed - noise  # empty gradients: nothing to compare
-        footer.append(f"check ({d['check']}): {ok} ok, {failed} failed" + (f", {unchecked} not checked" if unchecked else "")
-                      + (f", {noise} noise (not judged)" if noise else ""),
-                      style="bold red" if failed or not ok or d.get("constant_loss") else "green")
+        footer.append(f"check ({d['check']}): {ok - own} ok, {failed} failed" + (f", {unchecked} not checked" if unchecked else "")
+                      + (f", {noise} noise (not judged)" if noise else "")
+                      + (f"; {safe(d['loss']['output'])}'s own gradient, the loss's formula, agrees" if own else ""),
+                      style="bold red" if failed or not ok - own or d.get("constant_loss") else "green")
     loss = d["loss"]
     of = " of the probabilities" if loss.get("of") == "probabilities" else ""
     footer.append(f" · loss {loss['kind']}({safe(loss['output'])}){of} = {num_or_word(loss['value'])}")  # a model's name
