@@ -62,3 +62,16 @@ def test_a_parameter_count_picks_its_unit_after_rounding(n, words):
     from onnxprobe.text import human_count as count
 
     assert count(n) == words
+
+
+def test_a_runtime_without_a_session_says_no_session_time():
+    """`layers --runtime reference` ended its footer with "(session 0 µs)": onnx.reference makes no session."""
+    from typer.testing import CliRunner
+
+    from conftest import sample_path
+    from onnxprobe.cli.main import app
+
+    r = CliRunner().invoke(app, ["layers", str(sample_path("cnn")), "--runtime", "reference"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0 and "run " in r.stdout and "session" not in r.stdout, r.output
+    r = CliRunner().invoke(app, ["layers", str(sample_path("cnn"))], env={"COLUMNS": "200"})
+    assert r.exit_code == 0 and "(session " in r.stdout, r.output

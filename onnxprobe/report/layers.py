@@ -176,7 +176,9 @@ def layers_table(d) -> tuple[Table, Text]:
     if d.get("precision"):  # what the runtime computed floats in where not the graph's own types (OpenVINO's bf16)
         footer.append(f" · precision {said(d['precision'])}")
     if timing:
-        footer.append(f" · run {duration(timing['run_s'])} (session {duration(timing['session_s'])})")
+        # (no session of its own, onnx.reference's run: none said, not "session 0 µs"; the debugger's line does the same)
+        session = f" (session {duration(timing['session_s'])})" if timing.get("session_s") else ""
+        footer.append(f" · run {duration(timing['run_s'])}{session}")
     return t, footer
 
 
