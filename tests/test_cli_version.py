@@ -60,4 +60,20 @@ def test_an_unknown_flag_is_offered_visible_flags_only():
         assert r.exit_code == 2 and f"No such option: {bad}" in r.output, r.output
         assert "--version" not in r.output and "--help)" not in r.output.split("(see")[0], r.output
     r = runner.invoke(app, ["layers", "m.onnx", "--shap", "x=1"], env={"COLUMNS": "200", "NO_COLOR": "1"})
-    assert "Possible options: --save, --shape" in r.output, r.output
+    assert "Possible options: --shape" in r.output, r.output  # (--save, alike only with the dashes, is not offered)
+
+
+def test_an_unknown_flag_of_another_command_is_said_to_be_its():
+    """`mark --json` was offered --op, `diff --reduce` --device (click's near misses, alike by their dashes): a flag of
+    other commands is said to be theirs; one of none gets no suggestion."""
+    from typer.testing import CliRunner
+
+    from onnxprobe.cli.main import app
+
+    runner = CliRunner()
+    for argv, said in ((["mark", "m.onnx", "-o", "x.onnx", "--json", "-"], "--json is an option of layers, diff"),
+                       (["diff", "a.onnx", "b.onnx", "--grad", "--reduce", "mean"], "--reduce is an option of grad, not of diff"),
+                       (["layers", "m.onnx", "--frobnicate"], None)):
+        r = runner.invoke(app, argv, env={"COLUMNS": "200", "NO_COLOR": "1"})
+        assert r.exit_code == 2 and "Possible options" not in r.output, r.output
+        assert (said in r.output) if said else " is an option of " not in r.output, r.output

@@ -47,8 +47,27 @@ def _visible_suggestions(e, ctx) -> None:
     found = getattr(e, "possibilities", None)
     if not found or ctx is None:
         return
+    import difflib
+
     hidden = {o for p in ctx.command.get_params(ctx) if getattr(p, "hidden", False) for o in (*p.opts, *p.secondary_opts)}
-    e.possibilities = [o for o in found if o not in hidden and o != "--help"]
+    # alike without their dashes, which made '--op' close to '--json' and '--device' to '--reduce' for click
+    asked = (getattr(e, "option_name", "") or "").lstrip("-")
+    e.possibilities = [o for o in found if o not in hidden and o != "--help"
+                       and difflib.SequenceMatcher(None, asked, o.lstrip("-")).ratio() >= 0.6]
+
+
+def _elsewhere(e, ctx) -> str:
+    """Where an unknown flag of this command is another command's ('--json is an option of layers, diff...'): what
+    a user who typed it meant is said, where click offered a flag of this command that merely looked alike."""
+    name = getattr(e, "option_name", None)
+    if not name or getattr(e, "possibilities", None) or ctx is None or ctx.command is None:
+        return ""
+    from typer.main import get_command
+
+    group = get_command(app)  # every command (app_for built this one alone), on this error's path only
+    have = [c for c, cmd in getattr(group, "commands", {}).items() if c != ctx.command.name
+            and not getattr(cmd, "hidden", False) and any(name in (*p.opts, *p.secondary_opts) for p in cmd.params)]
+    return f" ({name} is an option of {', '.join(have)}, not of {ctx.command.name})" if have else ""
 
 
 def _sane_columns() -> None:
@@ -110,7 +129,7 @@ class _Group(TyperGroup):
                 # "Invalid value for '--seed': ... (see --help)"
                 error(_bad_value(e, param, ctx))
             else:
-                error(f"{e.format_message()}{where}")
+                error(f"{e.format_message()}{_elsewhere(e, ctx)}{where}")
             sys.exit(e.exit_code)
         except typer.Abort:
             error("aborted")
