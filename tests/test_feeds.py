@@ -56,6 +56,18 @@ def test_dtypes_and_ranges():
     assert all(np.array_equal(f[k], again[k]) for k in f)
 
 
+def test_a_uint64_range_past_int64_s_is_drawn():
+    """--int-range 0:10^19 on a uint64 input was an internal error (numpy draws int64 by default: 'high is out of
+    bounds for int64'); the values lie in the range asked, within uint64's."""
+    m = make_model([helper.make_node("Cast", ["x"], ["y"], to=TensorProto.DOUBLE, name="c")],
+                   [helper.make_tensor_value_info("x", TensorProto.UINT64, [4096])],
+                   [helper.make_tensor_value_info("y", TensorProto.DOUBLE, [4096])])
+    for lo, hi in ((0, 10 ** 19), (2 ** 63 - 1000, 2 ** 64 + 5)):
+        x = make_feeds(m, int_range=(lo, hi))["x"]
+        assert x.dtype == np.uint64 and int(x.min()) >= lo and int(x.max()) < min(hi, 2 ** 64)
+        assert int(x.max()) > 2 ** 63  # the upper part of the range is drawn too (4096 draws)
+
+
 def test_given_arrays_name_the_symbolic_dims():
     f = make_feeds(two_input_model(), arrays={"x": np.zeros((3, 5), np.float32)})
     assert f["ids"].shape == (3, 5) and f["mask"].shape == (3, 4)

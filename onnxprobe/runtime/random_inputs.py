@@ -33,6 +33,8 @@ def random_array(shape: tuple[int, ...], dtype: np.dtype, rng: np.random.Generat
         lo, hi = int_bounds(dtype, int_range)
         if lo >= hi:
             raise setting_error(UsageError, ("int_range", "--int-range"), f"{int_range[0]}:{int_range[1]}: no value of dtype {dtype} lies in it")
+        if hi > 2 ** 63:  # a uint64 range past int64's: drawn as uint64 ('high is out of bounds for int64' otherwise)
+            return rng.integers(lo, hi, size=shape, dtype=np.uint64)
         return rng.integers(lo, hi, size=shape).astype(dtype)
     if dtype.kind == "b":
         return rng.random(shape) < 0.5
