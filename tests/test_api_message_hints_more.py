@@ -287,9 +287,10 @@ def test_notes_and_hints_carry_both_wordings(capsys):
     e = Feeds(values={"x": np.zeros((1, 3), np.float32)}, defaulted={"x": ["N"]}, random_ints=["k"]).explained(ExecutionError("boom"))
     assert str(e).startswith("boom (dynamic dimensions were set to 1: give real sizes with shapes (--shape) x=DIMS")
     assert "files (--input) NAME=VALUE or arrays (a dict of arrays)" in str(e) and _command_line_words(str(e)) == [], str(e)
-    assert e.cli_message == ("boom (dynamic dimensions were set to 1: give real sizes with --shape x=DIMS; integer or bool "
-                             "input k: seeded random data, which a model may not take: give real values with --input NAME=VALUE "
-                             "or --inputs FILE.npz)")
+    assert e.cli_message == ("boom (dynamic dimensions were set to 1: give real sizes with --shape x=DIMS; integer "
+                             "input k: seeded random data, which a model may not take: integers drawn in [0, 100): set the "
+                             "range with --int-range LOW:HIGH, or give real values with --input NAME=VALUE or --inputs FILE.npz)")
+    assert "int_range (--int-range) LOW:HIGH" in str(e), str(e)
     rule = NoGradientRule("Foo", "n", "no rule", ["w"], ["Add"]).within("Loop body")
     assert "Use wrt (--wrt) to ask" in str(rule) and _command_line_words(str(rule)) == [], str(rule)
     assert "Use --wrt to ask" in rule.cli_message and "(in Loop body)" in rule.cli_message

@@ -67,8 +67,10 @@ def test_grad_and_run_say_the_random_integers_hint_in_the_debuggers_words(tmp_pa
     assert r.exit_code == 1, r.output
     for n in (1, 2):
         said = _error(r, n)
-        assert "integer or bool input idx: seeded random data" in said, said
+        assert "integer input idx: seeded random data" in said, said
         assert "input NAME VALUE" in said and "inputs FILE.npz" in said, said
+        # (the range, which the debugger takes when it starts: an index past a table is told how to draw within it)
+        assert "integers drawn in [0, 100): set the range with `onnxprobe debug --int-range` LOW:HIGH" in said, said
         assert "--input" not in said and "--inputs" not in said, said
 
 

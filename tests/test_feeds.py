@@ -68,6 +68,27 @@ def test_a_uint64_range_past_int64_s_is_drawn():
         assert int(x.max()) > 2 ** 63  # the upper part of the range is drawn too (4096 draws)
 
 
+def test_int_range_says_it_draws_nothing_where_only_bools_are_drawn():
+    """Booleans take no range: --int-range with only a bool input drawn was silent, as if it had been used."""
+    m = make_model([helper.make_node("Not", ["b"], ["y"], name="n")], [helper.make_tensor_value_info("b", TensorProto.BOOL, [4])],
+                   [helper.make_tensor_value_info("y", TensorProto.BOOL, [4])])
+    notes = []
+    make_feeds(m, notes=notes, int_range=(0, 2))
+    assert any("--int-range 0:2 draws nothing" in n for n in notes), notes
+
+
+def test_an_index_past_its_table_is_told_the_range_it_was_drawn_from():
+    """Token ids drawn in [0, 100) for a table of 50: the hint named --input and --inputs, never --int-range, the one
+    flag that fixes it."""
+    from onnxprobe.errors import ExecutionError
+    from onnxprobe.runtime.feeds import make_feeds as feeds_of
+
+    m = two_input_model()
+    told = feeds_of(m, InputSpec(shapes={"x": (2, 3)}, int_range=(5, 60))).explained(ExecutionError("idx out of bounds"))
+    assert "integers drawn in [5, 60): set the range with --int-range LOW:HIGH" in told.cli_message, told.cli_message
+    assert "integer or bool inputs ids, mask" in told.cli_message, told.cli_message
+
+
 def test_given_arrays_name_the_symbolic_dims():
     f = make_feeds(two_input_model(), arrays={"x": np.zeros((3, 5), np.float32)})
     assert f["ids"].shape == (3, 5) and f["mask"].shape == (3, 4)

@@ -24,22 +24,13 @@ from onnxprobe.graph.summary import TypeInfo, type_info
 from onnxprobe.graph.walk import unread_inputs
 from onnxprobe.runtime.random_inputs import RANDOM_CHUNK, random_array  # noqa: F401 (re-exported)
 from onnxprobe.runtime.arrays import Position, as_array, by_position, check_fits, literal, literal_as, read_array
+from onnxprobe.runtime.input_hints import ARRAYS, FILES, INT_RANGE, SEED, SHAPES, random_hint, shape_hint  # noqa: F401
 from onnxprobe.text import clean, quote, some
 from onnxprobe.types import InputSpec, array_text, named_dim
 
-# the settings that give inputs, as the API and the command line name them (``errors.setting_error``): the
-# strings ``input_spec`` reads (its parameters), and the InputSpec those make (its fields)
-SHAPES, FILES, ARRAYS = ("shapes", "--shape"), ("files", "--input"), ("arrays", "--inputs")
-SEED = ("seed", "--seed")
 # the largest seed: default_rng would take any, but a seed given here is one np.random.seed / RandomState (and
 # the tools built on them) take too, so the same number can seed them
 MAX_SEED = 2**32 - 1
-
-
-def shape_hint(say, name: str = "NAME") -> str:
-    """The advice when dynamic dimensions were guessed, in ``say``'s words (``errors.Voice``); ``name``: the
-    input whose dimensions were guessed, where it is one."""
-    return f"dynamic dimensions were set to 1: give real sizes with {say.given(SHAPES, clean(name), 'DIMS')}"
 
 
 # element types numpy holds only through ml_dtypes, which onnxruntime's Python API takes no array of (measured,
@@ -119,6 +110,7 @@ class Feeds:
     about: dict[str, list[str]] = field(default_factory=dict)  # input -> the notes about it (in ``notes`` too)
     guessed: dict[str, str] = field(default_factory=dict)  # input -> the note on its ``defaulted`` dimensions
     zeros_note: str | None = None  # the note on inputs no node reads, fed zeros (in ``notes`` too; a diff says it per model)
+    int_range: tuple[int, int] = (0, 100)  # the [low, high) the random integer inputs were drawn from
 
     @property
     def notes_but_zeros(self) -> list[str]:
@@ -166,10 +158,8 @@ class Feeds:
         # each guess that may be the cause (both: the ints were hidden); the input by its name where one was guessed
         said = [shape_hint(say, *self.defaulted) if len(self.defaulted) == 1 else shape_hint(say)] if self.defaulted else []
         if self.random_ints:
-            names = some(self.random_ints, form=clean)
-            said.append(f"integer or bool input{'s' if len(self.random_ints) > 1 else ''} {names}: seeded random data, "
-                        f"which a model may not take: give real values with {say.given(FILES, 'NAME', 'VALUE')} or "
-                        f"{say.either(ARRAYS[0] + ' (a dict of arrays)', say(ARRAYS) + ' FILE.npz')}")
+            ints = [n for n in self.random_ints if n not in self.values or np.asarray(self.values[n]).dtype.kind in "iu"]
+            said.append(random_hint(say, self.random_ints, ints, self.int_range))
         return f" ({'; '.join(said)})" if said else ""
 
 
@@ -490,10 +480,10 @@ def make_feeds(model: onnx.ModelProto, spec: InputSpec | None = None, *, strings
     drawn = [n for n in lacking if n in feeds and n not in zeros]
     if spec.seed != 0 and not drawn:
         notes.append(f"--seed {spec.seed} draws nothing: every input is given")
-    if tuple(spec.int_range) != (0, 100) and not random_ints:
+    if tuple(spec.int_range) != (0, 100) and not any(feeds[n].dtype.kind in "iu" for n in random_ints):  # (bools take none)
         notes.append(f"--int-range {spec.int_range[0]}:{spec.int_range[1]} draws nothing: no integer input is drawn at random")
     guessed = _notes(defaulted)
     for n, m in guessed.items():
         about.setdefault(n, []).append(m)
     return Feeds({s.name: feeds[s.name] for s in specs if s.name in feeds}, defaulted, notes + list(guessed.values()),
-                 random_ints, about, guessed, zeros_note)
+                 random_ints, about, guessed, zeros_note, tuple(spec.int_range))

@@ -41,7 +41,8 @@ RENAMED_OPTIONS = {"grad": {"--output"}}  # old names the command answers with t
 # flag -> (the command, its form of an input's NAME and VALUE). Given as flags when the debugger starts, they
 # are said as flags; the flags its commands take (grad --loss, stats --columns) are flags here too.
 WORDS = {"--seed": ("seed", "{value}"), "--device": ("device", "{value}"), "--inputs": ("inputs", "{value}"),
-         "--input": ("input", "{name} {value}"), "--shape": ("input", "{name} random {value}")}
+         "--input": ("input", "{name} {value}"), "--shape": ("input", "{name} random {value}"),
+         "--int-range": ("`onnxprobe debug --int-range`", "{value}")}  # (no command of its own: set when it starts)
 # advice that names a command-line command where the debugger has its own for it, in its words (``errors.speaking``)
 ADVICE = {LIST_NODES: "`nodes`", LIST_OPS: "`nodes`", STATS_ONLY: "`stats` of them",
           GLOB_QUOTES: " (names are case-sensitive)"}  # its words are split as a shell's, never globbed: no quotes needed
