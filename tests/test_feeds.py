@@ -89,6 +89,20 @@ def test_an_index_past_its_table_is_told_the_range_it_was_drawn_from():
     assert "integer or bool inputs ids, mask" in told.cli_message, told.cli_message
 
 
+def test_a_named_dimension_repeated_in_one_input_has_one_size():
+    """x [n, n] given 2x3 (by --shape or a file) was taken, another input's n read 2, and onnxruntime failed in MatMul;
+    the same conflict across two inputs was one clear line, as it is now within one."""
+    m = make_model([helper.make_node("MatMul", ["x", "v"], ["y"], name="mm")],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", "n"]),
+                    helper.make_tensor_value_info("v", TensorProto.FLOAT, ["n"])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n"])])
+    for kw in ({"shapes": {"x": (2, 3)}}, {"arrays": {"x": np.ones((2, 3), np.float32)}}):
+        with pytest.raises(UsageError, match="dimension 'n' is 2 and 3 in input x"):
+            make_feeds(m, **kw)
+    f = make_feeds(m, shapes={"x": (3, 3)})
+    assert f["v"].shape == (3,)
+
+
 def test_given_arrays_name_the_symbolic_dims():
     f = make_feeds(two_input_model(), arrays={"x": np.zeros((3, 5), np.float32)})
     assert f["ids"].shape == (3, 5) and f["mask"].shape == (3, 4)

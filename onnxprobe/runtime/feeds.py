@@ -268,9 +268,13 @@ class _Dims:
         self.values: dict[str, tuple[int, str, str]] = {}  # dim name -> (size, input, where it came from)
 
     def fix(self, spec: ModelInput, shape: tuple[int, ...], origin: str) -> None:
+        own: dict[str, int] = {}  # one input's own: [n, n] given 2x3 was taken, and another input's n read 2
         for d, got in zip(spec.shape or (), shape):
             if not named_dim(d):
                 continue
+            if own.setdefault(d, got) != got:
+                raise UsageError(f"dimension {quote(d)} is {own[d]} and {got} in input {clean(spec.name)} ({clean(origin)}, "
+                                 f"{spec.describe()}); one named dimension has one size")
             if d in self.values and self.values[d][0] != got and self.values[d][1] != spec.name:
                 size, other, how = self.values[d]
                 raise UsageError(f"dimension {quote(d)} is {size} for input {clean(other)} ({clean(how)}) but {got} for "
