@@ -41,7 +41,19 @@ def test_a_dimension_only_b_fixes_is_refused(pair, how):
             "inputs": ["--inputs", str(tmp / "in.npz")]}[how]
     r = runner.invoke(app, ["diff", dyn, fixed, *args])
     assert r.exit_code == 2, r.output
-    assert r.stderr.strip().splitlines() == ["onnxprobe: error: input x: shape [3, 4], but B fixes dimension 0 to 1"]
+    assert r.stderr.strip().splitlines() == ["onnxprobe: error: input x: shape [3, 4], but B fixes dimension 0 to 1: give "
+                                             "the sizes B takes, --shape x=1x4 (a dynamic dimension of A that no shape or "
+                                             "value gives is 1)"]
+
+
+def test_a_dimension_only_b_fixes_left_to_its_default_names_the_shape_that_fits(tmp_path):
+    """A's [batch, seq] left at 1x1 (no --shape) against B's fixed 2x8: the error read as if the user had given
+    [1, 1], and named no way out; it names the one shape both take, which then runs."""
+    dyn, fixed = _relu(tmp_path / "dyn.onnx", ["batch", "seq"]), _relu(tmp_path / "fixed.onnx", [2, 8])
+    r = runner.invoke(app, ["diff", dyn, fixed])
+    assert r.exit_code == 2 and "shape [1, 1], but B fixes dimension 0 to 2: give the sizes B takes, --shape x=2x8" in r.stderr, r.output
+    r = runner.invoke(app, ["diff", dyn, fixed, "--shape", "x=2x8"])
+    assert r.exit_code == 0, r.output
 
 
 def test_the_api_and_grad_refuse_it_too(pair):

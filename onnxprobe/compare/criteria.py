@@ -14,12 +14,13 @@ from onnx import TensorProto
 from onnxprobe.compare.gradients import half_outputs
 from onnxprobe.compare.measure import FLOATS
 from onnxprobe.compare.sides import Side
-from onnxprobe.errors import UsageError
+from onnxprobe.errors import UsageError, settings_error
 from onnxprobe.graph.constants import constants
 from onnxprobe.graph.select import Selection, select
 from onnxprobe.graph.skeleton import large_initializers, raw_bytes, skeleton
 from onnxprobe.graph.walk import unread_extras
 from onnxprobe.runtime.feeds import model_inputs
+from onnxprobe.runtime.input_hints import SHAPES
 from onnxprobe.stats.metrics import Tolerance
 from onnxprobe.text import clean, quote, some
 
@@ -264,7 +265,13 @@ def check_feed_shapes(shapes: dict[str, tuple], models: dict[str, onnx.ModelProt
                                  f"({s.describe()})")
             for i, (want, g) in enumerate(zip(s.shape, got)):
                 if isinstance(want, int) and want >= 0 and want != g:
-                    raise UsageError(f"input {clean(s.name)}: shape {list(got)}, but {label} fixes dimension {i} to {want}")
+                    # the shape that fits, said: A's dynamic dimensions set to 1 (no --shape given) read as a shape the
+                    # user gave, with no way out named
+                    fits = "x".join(str(w if isinstance(w, int) and w >= 0 else h) for w, h in zip(s.shape, got)) or "scalar"
+                    raise settings_error(UsageError, lambda say, i=i, want=want: (
+                        f"input {clean(s.name)}: shape {list(got)}, but {label} fixes dimension {i} to {want}: give the "
+                        f"sizes {label} takes, {say.given(SHAPES, clean(s.name), fits)} (a dynamic dimension of A that no "
+                        "shape or value gives is 1)"))
 
 
 def float_note(floats: dict[str, tuple[int, int]]) -> list[str]:
