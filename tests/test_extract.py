@@ -639,3 +639,25 @@ def test_a_to_that_is_a_graph_input_is_said_so(tmp_path):
     r = invoke("extract", str(tmp_path / "m.onnx"), "-o", str(tmp_path / "o.onnx"), "--from", "w", "--to", "k")
     assert r.exit_code == 2 and "'k' is a graph input (no node computes it): give a --to a node computes" in r.stderr, r.output
     assert "computed without" not in r.stderr and not (tmp_path / "o.onnx").exists()
+
+
+def test_the_advice_of_a_cut_without_to_is_true_and_pastes_whole(tmp_path):
+    """A graph input also given as an output was said to be 'computed before' --from; an output listed twice was
+    suggested twice; a 300-character output name in the --to to paste was cut with '…'."""
+    import shlex
+
+    long = "L" * 300
+    f = lambda n: helper.make_tensor_value_info(n, TensorProto.FLOAT, [2])  # noqa: E731
+    nodes = [helper.make_node("Relu", ["x"], ["drop"], name="r"), helper.make_node("Neg", ["drop"], ["final"], name="n"),
+             helper.make_node("Abs", ["drop"], [long], name="a")]
+    m = make_model(nodes, [f("x")], [f("x"), f("final"), f("final"), f(long)])
+    p = tmp_path / "m.onnx"
+    onnx.save(m, p)
+    r = invoke("extract", p, "-o", tmp_path / "s.onnx", "--from", "drop")
+    assert r.exit_code == 2, r.output
+    line = r.stderr.strip()
+    assert "model output 'x' does not depend on --from 'drop': it is a graph input" in line, line
+    given = shlex.split(line.split("e.g. --to ", 1)[1].split(" (computed from", 1)[0])[0]
+    assert given.split(",") == ["final", long], line
+    r = invoke("extract", p, "-o", tmp_path / "s.onnx", "--from", "drop", "--to", given)
+    assert r.exit_code == 0, r.output

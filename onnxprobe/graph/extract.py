@@ -171,7 +171,9 @@ def cut(model: onnx.ModelProto, inputs: list[str] | None, outputs: list[str] | N
         wrong = ((swap and _upstream_message(model, ins, outs, default_outputs))
                  or _unreached_message(model, ins, outs, default_outputs))
         if wrong:
-            raise settings_error(UsageError, wrong)
+            err = settings_error(UsageError, wrong)
+            err.line_limit = CutLeaks.line_limit  # its advice is a list to paste: whole, as a leak's (a name of 300 chars was cut)
+            raise err
         raise _leak_error(model, ins, cut_set, outs, nodes, list(reached))
     if default_inputs:
         ins = [i for i in ins if i in seen]
@@ -230,10 +232,10 @@ def _upstream_message(model: onnx.ModelProto, ins: list[str], outs: list[str], d
         if after:
             one = len(after) == 1
             xs = ", ".join(repr(x) for x in after)
-            if default_outputs:
-                return lambda say: (f"model output {y!r} does not depend on {say(FROM)} {xs}: it is computed before "
-                                    f"{'it' if one else 'them'}, and without {say(TO)} the cut ends at every model output; "
-                                    f"{_outputs_hint(say, outs, downstream)}")
+            if default_outputs:  # (a graph input given as an output too: no node computes it)
+                was = ("a graph input" if y in {i.name for i in g.input} else f"computed before {'it' if one else 'them'}")
+                return lambda say: (f"model output {y!r} does not depend on {say(FROM)} {xs}: it is {was}, and without "
+                                    f"{say(TO)} the cut ends at every model output; {_outputs_hint(say, outs, downstream)}")
             fro, to, left = _swapped(model, y, after, ins, outs)
             return lambda say: (
                 f"{say(TO)} {y!r} does not depend on {say(FROM)} {xs}: it is computed before {'it' if one else 'them'} "
@@ -281,7 +283,7 @@ def _completed(model: onnx.ModelProto, ins: list[str], outs: list[str]) -> list[
 
 def _outputs_hint(say, outs: list[str], downstream: set[str]) -> str:
     """Advice for a cut whose default outputs (the model's) are not all computed from --from."""
-    fine = [o for o in outs if o in downstream]
+    fine = list(dict.fromkeys(o for o in outs if o in downstream))  # an output the model lists twice: once
     if fine:
         return f"give {say(TO)} the outputs you want, e.g. {_given(say, TO, fine)} (computed from {say(FROM)})"
     return f"give {say(TO)} the tensors you want, computed from {say(FROM)}"
