@@ -98,3 +98,63 @@ main.run()
 def test_a_sigterm_swallowed_in_a_finalizer_still_ends_the_command_with_143_and_says_nothing():
     r = _run(SWALLOWED)
     assert (r.returncode, r.stdout, r.stderr) == (143, "", ""), (r.returncode, r.stdout, r.stderr)
+
+
+# a module whose import is hit by SIGTERM (or Ctrl-C) while it runs: raised there, the exception broke the import (a
+# C extension's: onnxruntime's 'ImportError: initialization failed', onnx's abort or segfault)
+IMPORTED = """
+import os, signal, sys, time
+sys.path.insert(0, sys.argv[1])
+from onnxprobe.cli.termination import exit_on_termination
+exit_on_termination()
+try:
+    import slow_module
+    print("imported", slow_module.DONE, flush=True)
+    time.sleep(5)
+    print("went on")
+except SystemExit as e:
+    print("ended", e.code)
+except KeyboardInterrupt:
+    print("interrupted")
+"""
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGTERM") or os.name != "posix", reason="POSIX signals")
+@pytest.mark.parametrize("sig, said", [("SIGTERM", "ended 143"), ("SIGHUP", "ended 129"), ("SIGINT", "interrupted")])
+def test_a_signal_during_an_import_lands_after_it(tmp_path, sig, said):
+    (tmp_path / "slow_module.py").write_text(f"import os, signal, time\nos.kill(os.getpid(), signal.{sig})\n"
+                                             "for _ in range(30):\n    time.sleep(0.01)\nDONE = True\n")
+    r = subprocess.run([sys.executable, "-c", IMPORTED, str(tmp_path)], capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert r.stdout.split("\n")[:2] == ["imported True", said], (r.stdout, r.stderr)
+
+
+# a terminal that hung up: every write to stderr fails (EIO), the handlers' own messages too; the exception left run()
+# without finish, and the interpreter's teardown aborted (exit 134) or exited 1, not 129
+HUNG_UP = """
+import errno, sys
+from onnxprobe.cli import main
+from onnxprobe.cli.termination import SIGNALLED
+
+class Gone:
+    def write(self, s):
+        raise OSError(errno.EIO, "Input/output error")
+    def flush(self):
+        raise OSError(errno.EIO, "Input/output error")
+
+def hung_up(argv):
+    def app():
+        SIGNALLED.append(129)  # the SIGHUP the closed terminal sent, whose SystemExit the failed write displaced
+        sys.stderr = Gone()
+        raise OSError(errno.EIO, "Input/output error")
+    return app
+
+main.app_for = hung_up
+main.run()
+"""
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX exit codes")
+def test_a_terminal_that_hung_up_ends_the_command_with_129():
+    r = _run(HUNG_UP)
+    assert (r.returncode, r.stdout) == (129, ""), (r.returncode, r.stderr[-500:])

@@ -245,7 +245,8 @@ import os, signal, sys, time
 from onnxprobe.cli import main
 from onnxprobe.runtime import ray_pool
 
-main._exit_on_termination()
+from onnxprobe.cli.termination import exit_on_termination
+exit_on_termination()
 got = []
 ray_pool.ray_map(lambda: (lambda b: b * 2), [1, 2, 3], ray_pool.RayOptions(workers=1), ray_pool.Executor(),
                  lambda b, g: got.append(g))

@@ -350,6 +350,7 @@ def app_for(argv: list[str]) -> typer.Typer:
 
 def run() -> None:
     """The console entry point (``onnxprobe``, ``python -m onnxprobe``): the app, then ``finish``."""
+    from onnxprobe.cli.termination import SIGNALLED, exit_on_termination
     from onnxprobe.errors import own_the_process
     from onnxprobe.memory import park_when_done
 
@@ -357,7 +358,7 @@ def run() -> None:
     try:
         own_the_process()  # process-wide settings (onnxruntime's default logger) are onnxprobe's to set here
         park_when_done()  # the process ends with finish's os._exit: no session need be freed before (memory.py)
-        _exit_on_termination()
+        exit_on_termination()
         app = app_for(sys.argv[1:])
         # what the command line has imported (Typer, Rich, the command) lives till finish's os._exit: the cyclic
         # collector need not walk it again, as the one full pass a cache-hit `layers --all` of PP-OCRv4 made did
@@ -371,11 +372,17 @@ def run() -> None:
         gc.set_threshold(*CLI_GC_THRESHOLD)
         app()
     except SystemExit as e:
-        finish(_SIGNALLED[0] if _SIGNALLED else e.code)
+        finish(SIGNALLED[0] if SIGNALLED else e.code)
     except KeyboardInterrupt:  # before a command's own handler (cli.errors) takes it: while the app is built
         error("interrupted")
         finish(130)
-    finish(_SIGNALLED[0] if _SIGNALLED else 0)  # a signal whose SystemExit something swallowed: still its code
+    except Exception:  # what a handler could not say (a terminal that hung up: stderr's writes fail with EIO): left
+        from onnxprobe.errors import debug_enabled  # to the interpreter's teardown, with onnxruntime's threads alive,
+
+        if debug_enabled():  # it aborted (exit 134); the signal's code where one came (129), else 1
+            raise
+        finish(SIGNALLED[0] if SIGNALLED else 1)
+    finish(SIGNALLED[0] if SIGNALLED else 0)  # a signal whose SystemExit something swallowed: still its code
 
 
 def _standard_streams() -> None:
@@ -403,55 +410,6 @@ def _standard_streams() -> None:
         encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "").replace("_", "")
         if not encoding.startswith("utf") and getattr(stream, "errors", None) == "strict" and hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="backslashreplace")
-
-
-# the exit code of the termination signal received, whatever SystemExit reaches ``run``: Ray's wait turns the
-# handler's SystemExit(143) raised inside it into a SystemExit(1) of its own (a SIGTERM of a --ray run read as a
-# failed verdict)
-_SIGNALLED: list[int] = []
-
-
-def _exit_on_termination() -> None:
-    """SIGTERM and SIGHUP (a `kill`, a closed terminal, a CI timeout) end the command as an exception does,
-    so that what is being written is cleaned up (``fileio.atomic_output``: no hidden OUT.tmp left beside
-    the output) and the exit code says which signal it was (128 + its number), as the shell reports it."""
-    import signal
-
-    def terminate(signum, _frame):
-        _SIGNALLED.append(128 + signum)
-        raise SystemExit(128 + signum)
-
-    previous = sys.unraisablehook
-
-    def again(unraisable) -> None:
-        # the handler's SystemExit raised where Python cannot pass it on (a __del__, as subprocess.Popen's while
-        # Ray shuts down): Python printed "Exception ignored in ..." and the command went on to exit 0 (stderr
-        # is /dev/null during Ray's shutdown). The signal is sent again a moment later, from a thread this does not
-        # wait for: sent from here (or waited for), its handler would run in this hook, whose exceptions Python
-        # prints and swallows too. Where it lands in another __del__, this comes round again
-        exc = unraisable.exc_value
-        if isinstance(exc, SystemExit) and _SIGNALLED and exc.code == _SIGNALLED[-1]:
-            import _thread
-
-            _thread.start_new_thread(_send_later, (exc.code - 128,))
-            return
-        previous(unraisable)
-
-    sys.unraisablehook = again
-    for name in ("SIGTERM", "SIGHUP"):
-        if hasattr(signal, name):
-            try:
-                signal.signal(getattr(signal, name), terminate)
-            except (ValueError, OSError):  # not the main thread, or a platform without it
-                pass
-
-
-def _send_later(signum: int) -> None:
-    import signal
-    import time
-
-    time.sleep(0.05)
-    signal.raise_signal(signum)
 
 
 def finish(code) -> None:

@@ -230,7 +230,10 @@ def _terminal_width(stream) -> int | None:
 def error(message: str, limit: int = MAX_LINE) -> None:
     """One line on stderr, in the command line's words (``errors.cli_words``: a verdict's reason said in two),
     clipped past ``limit`` characters (an error's ``line_limit``: a list to paste is longer)."""
-    print(f"onnxprobe: error: {one_line(cli_words(message), limit)}", file=sys.stderr)
+    try:
+        print(f"onnxprobe: error: {one_line(cli_words(message), limit)}", file=sys.stderr)
+    except (OSError, ValueError):  # a stderr that takes nothing (a terminal that hung up: EIO): no one to read it
+        pass
 
 
 def exit_for(verdict: str, why: str) -> None:

@@ -28,7 +28,7 @@ POLL_S = 0.05
 
 @contextlib.contextmanager
 def held_back():
-    """A Ctrl-C in the block is raised when it ends (the main thread's handler, called then), not in it: for imports of C
+    """A Ctrl-C (or a SIGTERM, a SIGHUP) in the block is raised when it ends (the main thread's handler, called then), not in it: for imports of C
     extensions, which a KeyboardInterrupt raised while they initialise breaks. onnxruntime's turns it into
     ImportError('import numpy failed'), a caller that goes on without what failed then importing it again and the
     Ctrl-C lost; onnx's (nanobind) ends the process ('terminate called after throwing an instance of
@@ -36,18 +36,26 @@ def held_back():
     (``api.diff_lean``). Elsewhere than the main thread, or with a handler not Python's, the block runs as it is."""
     import signal
 
-    previous = signal.getsignal(signal.SIGINT) if threading.current_thread() is threading.main_thread() else None
-    if not callable(previous):  # another thread, or SIGINT ignored / the system's default: nothing to hold back
+    # SIGTERM and SIGHUP too, where their handlers are Python's (the command line's, cli.main): a kill while
+    # onnxruntime's extension initialised read 'internal error: ImportError: initialization failed', and a cache-hit
+    # path that went on without what failed ran the whole command before it ended
+    names = ("SIGINT", "SIGTERM", "SIGHUP")
+    sigs = [getattr(signal, n) for n in names if hasattr(signal, n)] if threading.current_thread() is threading.main_thread() else []
+    previous = {s: signal.getsignal(s) for s in sigs}
+    previous = {s: h for s, h in previous.items() if callable(h)}  # ignored / the system's default: not held back
+    if not previous:
         yield
         return
     held: list = []
-    signal.signal(signal.SIGINT, lambda signum, frame: held.append((signum, frame)))
+    for s in previous:
+        signal.signal(s, lambda signum, frame: held.append((signum, frame)))
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for s, h in previous.items():
+            signal.signal(s, h)
         if held:
-            previous(*held[0])
+            previous[held[0][0]](*held[0])
 
 
 def call_interruptibly(fn: Callable[..., Any], *args, on_interrupt: Callable[[], None] | None = None,
