@@ -23,18 +23,14 @@ def exit_on_termination() -> None:
     swallowed (module doc)."""
     import signal
 
-    def terminate(signum, frame):
+    def handle(signum, frame):
         if _importing(frame):
             _again(signum)
             return
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
         SIGNALLED.append(128 + signum)
         raise SystemExit(128 + signum)
-
-    def interrupt(signum, frame):
-        if _importing(frame):
-            _again(signum)
-            return
-        raise KeyboardInterrupt
 
     previous = sys.unraisablehook
 
@@ -50,13 +46,13 @@ def exit_on_termination() -> None:
         previous(unraisable)
 
     sys.unraisablehook = again
-    for name, handler in (("SIGTERM", terminate), ("SIGHUP", terminate), ("SIGINT", interrupt)):
+    for name in ("SIGTERM", "SIGHUP", "SIGINT"):
         if not hasattr(signal, name):
             continue
         if name == "SIGINT" and signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
             continue  # ignored by whoever started the process (nohup, a shell's background job): left so
         try:
-            signal.signal(getattr(signal, name), handler)
+            signal.signal(getattr(signal, name), handle)
         except (ValueError, OSError):  # not the main thread, or a platform without it
             pass
 

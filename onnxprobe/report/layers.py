@@ -108,6 +108,12 @@ def exact_int(v) -> str:
     return num(v)
 
 
+def extreme_text(v, dtype, digits: int) -> str:
+    """A tensor's min or max as a table writes it: an integer tensor's as the integer it is (``exact_int``: 32767,
+    not 3.277e+04), a float's to ``digits``."""
+    return exact_int(v) if integer_type(dtype) else num(v, digits)
+
+
 def _cells(r: dict) -> tuple[list[str], list]:
     node = r["node"] if not r["scope"] else f"↳ {r['node']}"  # inside an If/Loop/Scan body (JSON has the scope)
     # by its key: 'if1/then_branch/o' where sibling bodies share 'o' (their nodes may share a name too: the bare
@@ -120,7 +126,7 @@ def _cells(r: dict) -> tuple[list[str], list]:
     ran = bool(r.get("count"))
     # told apart on offset data; a 64-bit constant to the digits of its value
     digits = spread_digits(r.get("min"), r.get("max"), most=type_digits(r.get("dtype")))
-    extreme = (lambda v: exact_int(v) if integer_type(r.get("dtype")) else num(v, digits))  # 32767, not 3.277e+04
+    extreme = (lambda v: extreme_text(v, r.get("dtype"), digits))  # noqa: E731
     # a tensor that did not run has no values to count NaN or Inf among: '-' (empty in CSV), not a clean 0 0
     idle = values_status(r.get("count"), r.get("shape")) == "not run"
     nan, inf = (None, None) if idle else (r.get("nan"), r.get("inf"))

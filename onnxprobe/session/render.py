@@ -15,7 +15,7 @@ import numpy as np
 from rich.text import Text
 
 from onnxprobe.report.format import no_values, num, safe, shape as fmt_shape, spread_digits, type_digits
-from onnxprobe.report.layers import exact_int, integer_type
+from onnxprobe.report.layers import extreme_text
 from onnxprobe.report.table import Column, Table
 from onnxprobe.api import TensorStats
 
@@ -244,7 +244,7 @@ def tensor_table(rows: list[dict], width: int = 120, link: str = "from / to") ->
         counted = s is not None and (ran or no_values(r.get("shape")) != "not run")
         # an integer tensor's extremes as the integers they are, as layers writes them (int64's near 2^63 read three
         # equal floats beside a std of 0.83)
-        extreme = (lambda v: exact_int(v) if integer_type(r.get("dtype")) else num(v, d))  # noqa: E731
+        extreme = (lambda v: extreme_text(v, r.get("dtype"), d))  # noqa: E731
         cells = [
             r.get("role", ""), r["name"], shp, r.get("dtype") or "?",
             extreme(s.min) if fin else ("-" if s is None or s.count else no_values(r.get("shape"))),

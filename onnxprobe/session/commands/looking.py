@@ -224,6 +224,7 @@ def cmd_save(env: Env, args: list[str]):
     name, _ = resolve_tensor(t, what)
     value = env.state.ensure_values(t, [name])[name]
     kind = t.index.refs[name].dtype
+    narrow = _narrow(kind)  # read back widened to float32: said so, and written in its own type to a .pb
     if suffix in (".npy", "") and value.dtype == object:  # onnxruntime's str objects: numpy unicode, as --save
         value = np.array(value.tolist(), dtype=np.str_)  # writes them (an object array np.save refused unpickled)
     if suffix == ".npz":
@@ -236,7 +237,6 @@ def cmd_save(env: Env, args: list[str]):
     elif suffix == ".pb":
         from onnx import numpy_helper
 
-        narrow = _narrow(kind)
         if narrow is not None and value.dtype == np.float32:  # read back widened: a TensorProto of its type again,
             value = value.astype(narrow)  # exactly (bfloat16, float8, int4)
         data = numpy_helper.from_array(value, name).SerializeToString()
@@ -244,8 +244,8 @@ def cmd_save(env: Env, args: list[str]):
             write_file(path, lambda f: f.write(data))
     else:
         raise bad("save", f"unknown file type {suffix!r}; use .npy, .npz or .pb")
-    said = (f"{kind} as float32" if _narrow(kind) is not None and value.dtype == np.float32 else
-            "string" if kind == "string" else kind if _narrow(kind) is not None else value.dtype)
+    said = (f"{kind} as float32" if narrow is not None and value.dtype == np.float32 else
+            "string" if kind == "string" else kind if narrow is not None else value.dtype)
     return f"saved {clean(name)} [{fmt_shape(value.shape)}] {said} to {path}"
 
 
