@@ -242,6 +242,36 @@ def test_diff_profile_times_a_qdq_layers_own_kernel(tmp_path, monkeypatch):
     assert len(qdq) >= 2 and differ  # the DequantizeLinear's time is another number: the test can fail
 
 
+@pytest.mark.parametrize("kind", ["qoperator", "qdq"])
+def test_diff_profile_counts_the_added_dequantizations_as_measurement(tmp_path, monkeypatch, kind):
+    """The DequantizeLinear nodes diff adds to read a quantized model's codes are onnxprobe's work: "A's
+    kernels" sums A's own nodes alone (the oracle: the node names of A's file), the added ones go to the
+    metrics (they were A's: a QDQ model read 40 % slower than its kernels took)."""
+    import onnxprobe.runtime.profile as prof
+    from onnxprobe import api
+    from onnxprobe.graph.merge import PREFIX as PREFIX_B
+    from quantize_fixtures import quantize
+
+    q = quantize("cnn", kind, tmp_path)
+    seen = {}
+    real = prof.profile
+
+    def spy(*a, **k):
+        seen["p"] = real(*a, **k)
+        return seen["p"]
+
+    monkeypatch.setattr(prof, "profile", spy)
+    res = api.diff(q, sample_path("cnn"), selection=api.Selection(all=True), config=api.RunConfig(device="cpu"), profile=True)
+    p, s = seen["p"], res.profile
+    own_a = {PREFIX_A + n.name for n in onnx.load(q).graph.node}
+    own_b = {PREFIX_B + n.name for n in onnx.load(sample_path("cnn")).graph.node}
+    added = {n: v for n, v in p.node_ms.items() if n.startswith((PREFIX_A, PREFIX_B)) and n not in own_a | own_b}
+    assert added and sum(added.values()) > 0, p.node_ms  # the model has added nodes that took time: the test can fail
+    assert s["a_kernels_ms"] == pytest.approx(sum(v for n, v in p.node_ms.items() if n in own_a), abs=2e-4)
+    assert s["b_kernels_ms"] == pytest.approx(sum(v for n, v in p.node_ms.items() if n in own_b), abs=2e-4)
+    assert s["metrics_and_introduced_ms"] == pytest.approx(p.probe_ms + sum(added.values()), abs=2e-4)
+
+
 def test_profile_times_are_columns_of_the_tables():
     """layers --profile: each row's producer kernel time is a column of the table (``ms``, key kernel_ms,
     which --columns picks, and which without --profile is refused before any work); diff --profile: A's

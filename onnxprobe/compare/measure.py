@@ -270,7 +270,7 @@ def _fused(plan: DiffPlan, feeds: dict, sample: int, key):
         try:
             got = run(plan.a, plan.fused, feeds, plan.report, sample, run_key, plan.rtol_of, plan.tolerance_of)
             if plan.profile:
-                profile(plan.a, plan.fused, feeds, plan.report, got)
+                profile(plan.a, plan.b, plan.fused, feeds, plan.report, got)
                 plan.kernel_ms.update(got.profile)
                 plan.profile_summary.update(got.profile_summary)
             got.problems.update(differ)
