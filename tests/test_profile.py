@@ -61,7 +61,7 @@ def test_attribution_of_hand_made_events():
     assert p.probe_ms == pytest.approx(0.02) and p.other_ms == pytest.approx(0.01) and p.kernels == 2
     assert p.fused_into == {"conv": "bn"}
     assert p.total_ms == 0.5
-    assert p.of_tensor()["c"] == (None, "bn") and p.of_tensor()["bn"] == (0.3, None)
+    assert p.of_tensor()["c"] == (None, "bn", None) and p.of_tensor()["bn"] == (0.3, None, None)
 
 
 def test_several_timed_runs_take_each_kernels_fastest():
@@ -164,7 +164,65 @@ def test_layers_profile_sees_fusions_and_what_probing_breaks():
     assert s["kernels_plain"] < sum(1 for n in onnx.load(str(sample_path("cnn"))).graph.node if n.op_type != "Constant")
     fused = [t for t in d["tensors"] if t["plain_fused_into"]]
     assert fused, "onnxruntime fuses the CNN's Conv with what follows it"
-    assert s["fusions_broken"] == max(0, s["kernels_probed"] - s["kernels_plain"])
+    # a fusion broken: a node fused into another's kernel in the plain run, with a kernel of its own probed
+    assert s["fusions_broken"] == sum(1 for t in d["tensors"] if t["plain_fused_into"] and t["kernel_ms"] is not None)
+
+
+def test_a_no_op_onnxruntime_removes_is_no_fusion(tmp_path):
+    """An Identity (a Dropout) onnxruntime removes was 'fused into' the node after it and counted as a fusion that
+    probing broke; the one writing a graph output took the time of the Softmax whose tensor onnxruntime renamed to
+    the output, and the Softmax read 'fused into' it. The oracle: the graph onnxruntime ran for the plain model."""
+    import onnxruntime as ort
+
+    nodes = [helper.make_node("Identity", ["x"], ["xi"], name="ident"), helper.make_node("Relu", ["xi"], ["r"], name="relu"),
+             helper.make_node("Dropout", ["r"], ["rd"], name="drop"), helper.make_node("Softmax", ["rd"], ["s"], name="soft"),
+             helper.make_node("Identity", ["s"], ["y"], name="out")]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 64])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 64])])
+    path = tmp_path / "noops.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), path)
+    so = ort.SessionOptions()
+    so.optimized_model_filepath = str(tmp_path / "ran.onnx")
+    ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+    ran = onnx.load(str(tmp_path / "ran.onnx")).graph.node
+    assert sorted(n.op_type for n in ran) == ["Relu", "Softmax"]  # the no-ops are gone: nothing was fused
+
+    d = _layers_json(str(path), "--all", "--device", "cpu", "--opt-level", "all")
+    rows = {t["name"]: t for t in d["tensors"]}
+    assert d["profile"]["kernels_plain"] == 2 and d["profile"]["fusions_broken"] == 0, d["profile"]
+    for name in ("xi", "rd", "y"):  # each removed in the plain run, fused into nothing
+        assert rows[name]["plain_removed"] == "no-op" and rows[name]["plain_fused_into"] is None, rows[name]
+    assert rows["s"]["plain_kernel_ms"] is not None and rows["s"]["plain_fused_into"] is None, rows["s"]  # the Softmax's own
+    assert rows["y"]["plain_kernel_ms"] is None, rows["y"]
+    r = runner.invoke(app, ["layers", str(path), "--all", "--device", "cpu", "--opt-level", "all", "--profile"])
+    assert "removed (no-op)" in r.stdout and "fused into" not in r.stdout and "0 fusion(s) broken" in r.stdout, r.stdout
+
+
+def test_a_shape_computation_onnxruntime_folds_is_no_fusion(tmp_path):
+    """Shape -> Cast -> Cast of a static shape, folded into a constant the Reshape reads as the session is built
+    (the oracle: the graph onnxruntime ran holds the last Cast's tensor as an initializer), read 'fused into' the
+    Reshape (PP-OCR cls: Shape, Cast, Slice and Concat) and counted as fusions."""
+    import onnxruntime as ort
+
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"), helper.make_node("Shape", ["x"], ["sh"], name="shape"),
+             helper.make_node("Cast", ["sh"], ["shf"], name="cast", to=TensorProto.FLOAT),
+             helper.make_node("Cast", ["shf"], ["shi"], name="back", to=TensorProto.INT64),
+             helper.make_node("Reshape", ["r", "shi"], ["y"], name="reshape")]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 64])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 64])])
+    path = tmp_path / "folds.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), path)
+    so = ort.SessionOptions()
+    so.optimized_model_filepath = str(tmp_path / "ran.onnx")
+    ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+    ran = onnx.load(str(tmp_path / "ran.onnx")).graph
+    assert "shi" in {t.name for t in ran.initializer} and sorted(n.op_type for n in ran.node) == ["Relu", "Reshape"]
+
+    d = _layers_json(str(path), "--all", "--device", "cpu", "--opt-level", "all")
+    rows = {t["name"]: t for t in d["tensors"]}
+    for name in ("sh", "shf", "shi"):
+        assert rows[name]["plain_removed"] == "constant-folded" and rows[name]["plain_fused_into"] is None, rows[name]
+    assert rows["y"]["plain_kernel_ms"] is not None and d["profile"]["fusions_broken"] == 0, d["profile"]
 
 
 def test_diff_profile_times_both_models(monkeypatch):

@@ -28,11 +28,14 @@ class RowTime:
     plain_ms: float | None  # ... in the plain run
     fused_into: str | None  # the node whose kernel ran it, when it had none of its own
     plain_fused_into: str | None = None  # ... in the plain run
+    # how onnxruntime removed its producer, fused into nothing: "no-op" (an Identity, a Dropout) or "constant-folded"
+    removed: str | None = None
+    plain_removed: str | None = None  # ... in the plain run
 
     def to_dict(self) -> dict:
         r = (lambda v: round(v, 4) if v is not None else None)
         return {"kernel_ms": r(self.kernel_ms), "plain_kernel_ms": r(self.plain_ms), "fused_into": self.fused_into,
-                "plain_fused_into": self.plain_fused_into}
+                "plain_fused_into": self.plain_fused_into, "removed": self.removed, "plain_removed": self.plain_removed}
 
 
 @dataclass
@@ -54,7 +57,7 @@ class LayersProfile:
                 "host_statistics_tensors": q.host_tensors,
                 "layout_and_other_ms": round(q.other_ms, 4), "between_kernels_ms": round(q.between_ms, 4),
                 "plain_between_kernels_ms": round(p.between_ms, 4), "kernels_plain": p.kernels, "kernels_probed": q.kernels,
-                "fusions_broken": max(0, q.kernels - p.kernels), "runs": min(p.runs, q.runs)}
+                "fusions_broken": p.fusions_broken(q), "runs": min(p.runs, q.runs)}
 
 
 def check_profile(runtime: str = "ort", *, vs_runtime: str | None = None, vs_reference: bool = False,
@@ -101,9 +104,9 @@ def profile_layers(model: ModelLike, result: ProbeResult, feed: dict[str, np.nda
     mine, theirs = probed.of_tensor(), plain.of_tensor()
     for ref, _ in result.rows():
         if ref.name in mine:
-            ms, fused = mine[ref.name]
-            plain_ms, plain_fused = theirs.get(ref.name, (None, None))
-            out.rows[ref.name] = RowTime(ms, plain_ms, fused, plain_fused)
+            ms, fused, removed = mine[ref.name]
+            plain_ms, plain_fused, plain_removed = theirs.get(ref.name, (None, None, None))
+            out.rows[ref.name] = RowTime(ms, plain_ms, fused, plain_fused, removed, plain_removed)
     return out
 
 

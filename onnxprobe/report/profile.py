@@ -31,7 +31,7 @@ def with_profile(data: dict, prof, rows_key: str = "tensors", name_key: str = "n
     times = {k: v.to_dict() for k, v in prof.rows.items()}
     for row in data.get(rows_key, []):
         row.update(times.get(row.get(name_key), {"kernel_ms": None, "plain_kernel_ms": None, "fused_into": None,
-                                                   "plain_fused_into": None}))
+                                                   "plain_fused_into": None, "removed": None, "plain_removed": None}))
     data["profile"] = prof.summary()
     return data
 
@@ -76,7 +76,7 @@ def profile_renderables(data: dict, width: int = 120, rows_key: str = "tensors",
     t = Table(COLUMNS, main=False)
     for r in rows[:top]:
         plain = num(r["plain_kernel_ms"]) if r.get("plain_kernel_ms") is not None else (
-            f"fused into {r['plain_fused_into']}" if r.get("plain_fused_into") else "-")
+            f"fused into {r['plain_fused_into']}" if r.get("plain_fused_into") else f"removed ({r['plain_removed']})" if r.get("plain_removed") else "-")
         t.add_row([r.get("name", ""), r.get("op_type", ""), num(r["kernel_ms"]), plain],  # add_row escapes names
                   [r.get("name"), r.get("op_type"), r["kernel_ms"], r.get("plain_kernel_ms")])
     return [line, title, t] if rows else [line]

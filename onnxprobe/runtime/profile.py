@@ -32,6 +32,10 @@ SUFFIXES = ("_nchwc", "_fused", "_token")
 LAYOUT_OPS = ("ReorderInput", "ReorderOutput")  # NCHWc layout changes: "other", not a model node's work
 PROBE_NODES = ("onnxprobe/", CONE_PREFIX)
 # activations onnxruntime folds into the kernel before them (Conv, Gemm, NCHWc Conv): never into one after
+# ops onnxruntime removes rather than runs (IdentityElimination, DropoutElimination): a reader takes their input, or
+# the node before them writes their tensor under its own kernel. Such a node was fused into nothing: it is "removed"
+# (PP-OCR cls: its Softmax read 'fused into' the graph output's Identity, which got the Softmax's time)
+NO_OPS = frozenset({"Identity", "Dropout"})
 ACTIVATIONS = frozenset({"Relu", "LeakyRelu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Clip", "Elu", "Selu",
                          "Softplus", "Softsign", "ThresholdedRelu", "Gelu", "QuickGelu"})
 # timed runs per profile (after one untimed): each kernel's time is its minimum over them. One run let a
@@ -45,6 +49,9 @@ class Profile:
 
     node_ms: dict[str, float] = field(default_factory=dict)  # model node -> its kernel's time
     fused_into: dict[str, str] = field(default_factory=dict)  # model node without a kernel -> the node whose kernel ran it
+    # model nodes onnxruntime removed, fused into nothing: "no-op" (``NO_OPS``), or "constant-folded" (their tensors
+    # computed as the session was built: a shape computation whose result a Reshape reads as a constant)
+    removed: dict[str, str] = field(default_factory=dict)
     probe_ms: float = 0.0  # kernels of onnxprobe's own nodes
     other_ms: float = 0.0  # layout reorders, inlined function bodies: no model node of that name
     # model nodes with a kernel of their own (not kernel events: onnxruntime adds kernels around some fusions,
@@ -68,10 +75,18 @@ class Profile:
     def model_ms(self) -> float:
         return sum(self.node_ms.values())
 
-    def of_tensor(self) -> dict[str, tuple[float | None, str | None]]:
-        """tensor -> (its producer's kernel time, or None; the node it was fused into, or None)."""
-        inside = {t: (self.body_ms.get(n), None) for n, ts in self.body_outputs.items() for t in ts}
-        return inside | {t: (self.node_ms.get(n), self.fused_into.get(n)) for n, ts in self.outputs.items() for t in ts}
+    def of_tensor(self) -> dict[str, tuple[float | None, str | None, str | None]]:
+        """tensor -> (its producer's kernel time, or None; the node it was fused into, or None; how onnxruntime
+        removed its producer, or None: ``removed``)."""
+        inside = {t: (self.body_ms.get(n), None, None) for n, ts in self.body_outputs.items() for t in ts}
+        return inside | {t: (self.node_ms.get(n), self.fused_into.get(n), self.removed.get(n))
+                         for n, ts in self.outputs.items() for t in ts}
+
+    def fusions_broken(self, probed: Profile) -> int:
+        """How many of the model nodes fused into another node's kernel in this (plain) run have a kernel of their
+        own in ``probed``: the fusions probing broke (a no-op onnxruntime removes, kept as a kernel where a probe
+        reads its tensor, is none)."""
+        return sum(1 for n in self.fused_into if n in probed.node_ms)
 
 
 def own_node_names(model: onnx.ModelProto) -> set[str]:
@@ -204,14 +219,17 @@ def _ran_owners(graph: onnx.ModelProto | None, nodes: set[str],
     return owners
 
 
-def _kernel_owner(name: str, ran: tuple[str, bool] | None, nodes: set[str], producer: dict[str, str]) -> str | None:
+def _kernel_owner(name: str, ran: tuple[str, bool] | None, nodes: set[str], producer: dict[str, str],
+                  noop: set[str] = frozenset()) -> str | None:
     """Whose kernel ``name`` is: the model tensor it writes itself (a Conv with its BatchNormalization fused
     in keeps the Conv's name but writes the BN's tensor), else its name, else the first model tensor
     downstream of it, else the node a fusion pass named it after (``_pass_of``). The name goes before what is
     downstream: an NCHWc Conv+Relu named 'relu2_out_nchwc' writes a blocked tensor that the next NCHWc kernel
     (GlobalAveragePool) reads before any model tensor. What is downstream goes before the pass's name: a
-    MatMul + Add run as Reshape, Gemm 'proj/MatMulAddFusion', Reshape computes the Add's tensor."""
-    if ran is not None and ran[1]:
+    MatMul + Add run as Reshape, Gemm 'proj/MatMulAddFusion', Reshape computes the Add's tensor. A tensor whose
+    producer is a no-op onnxruntime removed (``noop``: ``NO_OPS`` nodes), written by a kernel that bears a model
+    node's name, is that node's: the no-op's tensor was renamed onto it."""
+    if ran is not None and ran[1] and not (ran[0] in noop and name in nodes):  # a Softmax writing a removed Identity's tensor
         return ran[0]
     return _owner(name, nodes, producer) or (ran[0] if ran is not None else None) or _pass_of(name, nodes)
 
@@ -279,6 +297,7 @@ def _one_run(kernels: list[dict], total_ms: float, model: onnx.ModelProto, back:
     nodes = set(back)
     producer = {o: n.name for n in model.graph.node for o in n.output if o}
     ran = _ran_owners(graph, nodes, producer)
+    noop = {n.name for n in model.graph.node if n.op_type in NO_OPS}
     p = Profile(total_ms=total_ms,
                 outputs={back[n.name]: [o for o in n.output if o] for n in model.graph.node if not is_probe(n.name, own)})
     outer, inner = _nested(kernels)
@@ -289,7 +308,7 @@ def _one_run(kernels: list[dict], total_ms: float, model: onnx.ModelProto, back:
         ms = e.get("dur", 0) / 1000.0
         name = e["name"][: -len("_kernel_time")]
         op = e.get("args", {}).get("op_name", "")
-        owner = _kernel_owner(name, ran.get(name), nodes, producer)
+        owner = _kernel_owner(name, ran.get(name), nodes, producer, noop)
         if owner is not None and is_probe(owner, own):
             p.probe_ms += ms
             bucket[k] = ""
@@ -326,7 +345,7 @@ def _one_run(kernels: list[dict], total_ms: float, model: onnx.ModelProto, back:
     p.kernels = len(p.node_ms)
     p.between_ms = max(0.0, total_ms - p.model_ms - p.probe_ms - p.other_ms)  # this run's parts and itself
     present, activated = _computed(graph, {kernels[k]["name"][: -len("_kernel_time")]: w for k, w in bucket.items() if w})
-    _fusions(model, back, p, present, own, activated)
+    _fusions(model, back, p, present, own, activated, graph)
     return p
 
 
@@ -380,23 +399,46 @@ def _computed(graph: onnx.ModelProto | None, owner: dict[str, str]) -> tuple[set
     return present, activated
 
 
+def _folded(nodes: list, readers: dict[str, list[int]], graph: onnx.ModelProto | None) -> set[int]:
+    """The model nodes (indices) onnxruntime computed as it built the session (constant folding): those whose
+    tensors are initializers of the graph it ran, and those only such nodes read from."""
+    if graph is None:
+        return set()
+    constants = {t.name for t in graph.graph.initializer}
+    folded: set[int] = set()
+    for i in range(len(nodes) - 1, -1, -1):  # readers first: the model's nodes are in topological order
+        outs = [o for o in nodes[i].output if o]
+        if outs and all(o in constants or (readers.get(o) and all(j in folded for j in readers[o])) for o in outs):
+            folded.add(i)
+    return folded
+
+
 def _fusions(model: onnx.ModelProto, back: dict[str, str], p: Profile, present: set[str] | None,
-             own: set[str] = frozenset(), activated: dict[str, set[str]] | None = None) -> None:
+             own: set[str] = frozenset(), activated: dict[str, set[str]] | None = None,
+             graph: onnx.ModelProto | None = None) -> None:
     """Model nodes with no kernel whose tensors the graph onnxruntime ran no longer has (``present``):
     an activation into the kernel before it where that kernel has an activation of its op type fused in
     (``_computed``; a Conv + Relu kernel did not run the Sigmoid that reads it),
     any other node into the kernel of the first node after them (in the graph's order, along their outputs'
     readers) that has one. A node whose tensor is still there ran as kernels of other names (a
-    function body onnxruntime inlined that ``_name_unnamed`` could not tell apart): its time is in "other"."""
+    function body onnxruntime inlined that ``_name_unnamed`` could not tell apart): its time is in "other". A no-op
+    onnxruntime removed and a node it folded into a constant (``_folded``) were fused into nothing (``Profile.removed``)."""
     nodes = list(model.graph.node)
     readers: dict[str, list[int]] = {}
     producer = {o: n for n in nodes for o in n.output if o}
     for i, n in enumerate(nodes):
         for x in n.input:
             readers.setdefault(x, []).append(i)
+    folded = _folded(nodes, readers, graph)
     for i, n in enumerate(nodes):
         who = back.get(n.name, n.name)
         if who in p.node_ms or is_probe(n.name, own) or n.op_type == "Constant":
+            continue
+        if n.op_type in NO_OPS:
+            p.removed[who] = "no-op"
+            continue
+        if i in folded:
+            p.removed[who] = "constant-folded"
             continue
         if present is not None and any(o in present for o in n.output if o):
             continue
