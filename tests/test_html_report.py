@@ -171,6 +171,35 @@ def test_a_long_name_wraps_so_the_metric_columns_stay_in_view(tmp_path):
     assert out["width"] <= 1200, out
 
 
+def test_a_long_name_keeps_its_histogram_card_and_its_neighbours_short(tmp_path):
+    """A 3,000-character tensor name was its histogram card's whole title, about 90 lines, and every card of its
+    row stretched to that height: the title holds three lines (the name whole in its tooltip), and each card
+    is as tall as its own content."""
+    long = "L" * 3000
+    nodes = [helper.make_node("Relu", ["x"], ["t1"], name="r1"), helper.make_node("Neg", ["t1"], [long], name="n1"),
+             helper.make_node("Relu", [long], ["t3"], name="r2"), helper.make_node("Neg", ["t3"], ["y"], name="n2")]
+    m = make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [64])])
+    onnx.save(m, tmp_path / "m.onnx")
+    page = tmp_path / "r.html"
+    r = runner.invoke(app, ["layers", str(tmp_path / "m.onnx"), "--all", "--html", str(page)])
+    assert r.exit_code == 0, r.output
+    wrapper = tmp_path / "wrap.html"
+    wrapper.write_text(f"""<!doctype html><html><body style="margin:0"><pre id="out"></pre>
+<iframe id="f" src="{page.name}" width="1400" height="900" style="border:0"></iframe>
+<script>document.getElementById('f').onload = () => {{
+  const doc = document.getElementById('f').contentDocument;
+  const cards = [...doc.querySelectorAll('#histograms .hist')];
+  document.getElementById('out').textContent = JSON.stringify(cards.map(c => ({{
+    h: c.getBoundingClientRect().height, title: c.querySelector('.name').title.length}})));
+}};</script></body></html>""")
+    dom = dump_dom(wrapper, "--allow-file-access-from-files")
+    cards = json.loads(element(dom, "pre", "out").replace("&quot;", '"'))
+    assert len(cards) >= 2 and any(c["title"] == 3000 for c in cards), cards
+    short = [c["h"] for c in cards if c["title"] < 10]
+    assert max(c["h"] for c in cards) < 1.3 * min(short), cards  # the long one barely taller, its neighbours unmoved
+
+
 def test_names_are_no_markup_in_the_charts_and_nothing_can_be_sent_away(tmp_path):
     """plotly reads a subset of HTML in its texts: a node named <a href=...>CLICK</a> drew a live link in the
     'error starts' annotation and the hover labels; a right-to-left override reordered a name in the table;

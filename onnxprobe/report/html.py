@@ -41,10 +41,11 @@ dl#facts{display:grid;grid-template-columns:max-content auto;gap:2px 14px;margin
 dt{font-weight:600;color:#555} dd{margin:0;word-break:break-all}
 .pass{color:#2e7d32;font-weight:600} .fail{color:#c62828;font-weight:600}
 #depth-chart{width:100%;min-height:420px}
-#histograms{display:flex;flex-wrap:wrap;gap:6px}
+#histograms{display:flex;flex-wrap:wrap;gap:6px;align-items:flex-start}
 .hist{border:1px solid #ddd;border-radius:4px;display:flex;flex-wrap:wrap;padding:4px}
 .hist{box-sizing:border-box} .hist.one{width:300px} .hist.two{width:590px}
-.hist .name{width:100%;font:11px ui-monospace,monospace;word-break:break-all;padding:0 4px}
+.hist .name{width:100%;font:11px ui-monospace,monospace;word-break:break-all;padding:0 4px;
+  display:-webkit-box;-webkit-box-orient:vertical;-webkit-line-clamp:3;overflow:hidden}
 table{border-collapse:collapse;font:12px ui-monospace,monospace}
 th{position:sticky;top:0;background:#f3f3f3;cursor:pointer;text-align:left;padding:3px 6px;border-bottom:1px solid #bbb}
 th.num,td.num{text-align:right} td{padding:2px 6px;border-bottom:1px solid #eee;white-space:nowrap}
@@ -73,6 +74,7 @@ SCRIPT = r"""
     const title = document.createElement('div'); title.className = 'name'; card.append(title);
     for (const [t, ctl] of h.name) { const s = document.createElement('span'); s.textContent = t;  // pieces()
       if (ctl) s.className = 'ctl'; title.append(s); }
+    title.title = h.name.map(([t]) => t).join('');  // three lines at most (a 3,000-character name took 90): all of it here
     box.append(card);
     for (const f of h.plots) { const div = document.createElement('div'); card.append(div);
       Plotly.newPlot(div, f.data, f.layout, {...offline, staticPlot: true}); } }
