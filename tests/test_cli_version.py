@@ -73,7 +73,11 @@ def test_an_unknown_flag_of_another_command_is_said_to_be_its():
     runner = CliRunner()
     for argv, said in ((["mark", "m.onnx", "-o", "x.onnx", "--json", "-"], "--json is an option of layers, diff"),
                        (["diff", "a.onnx", "b.onnx", "--grad", "--reduce", "mean"], "--reduce is an option of grad, not of diff"),
-                       (["layers", "m.onnx", "--frobnicate"], None)):
+                       (["layers", "m.onnx", "--frobnicate"], None),
+                       # another command's flag that looks like one of this command's: what was meant, not the look-alike
+                       (["diff", "a.onnx", "b.onnx", "--save", "x.npz"], "--save is an option of layers, not of diff"),
+                       (["layers", "m.onnx", "--sort", "sqnr"], "--sort is an option of diff, not of layers"),
+                       (["grad", "m.onnx", "--runtime", "ort"], "--runtime is an option of layers, diff, not of grad")):
         r = runner.invoke(app, argv, env={"COLUMNS": "200", "NO_COLOR": "1"})
         assert r.exit_code == 2 and "Possible options" not in r.output, r.output
         assert (said in r.output) if said else " is an option of " not in r.output, r.output

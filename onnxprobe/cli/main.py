@@ -58,16 +58,20 @@ def _visible_suggestions(e, ctx) -> None:
 
 def _elsewhere(e, ctx) -> str:
     """Where an unknown flag of this command is another command's ('--json is an option of layers, diff...'): what
-    a user who typed it meant is said, where click offered a flag of this command that merely looked alike."""
+    a user who typed it meant is said, in place of the flags of this command click offered for merely looking alike
+    (`diff --save` was offered --shape, `layers --sort` --format)."""
     name = getattr(e, "option_name", None)
-    if not name or getattr(e, "possibilities", None) or ctx is None or ctx.command is None:
+    if not name or ctx is None or ctx.command is None:
         return ""
     from typer.main import get_command
 
     group = get_command(app)  # every command (app_for built this one alone), on this error's path only
     have = [c for c, cmd in getattr(group, "commands", {}).items() if c != ctx.command.name
             and not getattr(cmd, "hidden", False) and any(name in (*p.opts, *p.secondary_opts) for p in cmd.params)]
-    return f" ({name} is an option of {', '.join(have)}, not of {ctx.command.name})" if have else ""
+    if not have:
+        return ""
+    e.possibilities = []  # (the message is formatted after this)
+    return f" ({name} is an option of {', '.join(have)}, not of {ctx.command.name})"
 
 
 def _sane_columns() -> None:
@@ -129,7 +133,8 @@ class _Group(TyperGroup):
                 # "Invalid value for '--seed': ... (see --help)"
                 error(_bad_value(e, param, ctx))
             else:
-                error(f"{e.format_message()}{_elsewhere(e, ctx)}{where}")
+                elsewhere = _elsewhere(e, ctx)
+                error(f"{e.format_message()}{elsewhere}{where}")
             sys.exit(e.exit_code)
         except typer.Abort:
             error("aborted")
