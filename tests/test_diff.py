@@ -1209,3 +1209,24 @@ def test_an_integer_tensor_moved_from_an_input_is_compared(tmp_path, elem):
     assert res.verdict()[0] == "fail"
     same = api.diff(paths["b"], paths["b"], config=api.RunConfig(device="cpu"), inputs=api.InputSpec(arrays={"x": x}))
     assert sorted(r.pair.a.name for r in same.results) == ["y", "z"] and all(r.metrics.exact for r in same.results)
+
+
+def test_the_unmatched_list_keeps_each_name_whole_beside_its_reason(tmp_path):
+    """At 80 columns the 'unmatched in A:' line broke '/model/decoder/Identity_output_0' in two and glued each
+    reason to the next name: one entry a line, names whole, the reason wrapped between words."""
+    f = (lambda n: helper.make_tensor_value_info(n, TensorProto.FLOAT, [4]))
+    names = ["/model/decoder/block_0/Identity_output_0", "/model/decoder/block_1/Identity_output_0"]
+    a = helper.make_graph([helper.make_node("Relu", ["x"], [names[0]], name="r0"), helper.make_node("Neg", [names[0]], [names[1]], name="n1"),
+                           helper.make_node("Neg", [names[1]], ["y"], name="n2")], "a", [f("x")], [f("y")])
+    b = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="r0")], "b", [f("x")], [f("y")])
+    for g, name in ((a, "a"), (b, "b")):
+        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), tmp_path / f"{name}.onnx")
+    for width in (50, 80):
+        r = runner.invoke(app, ["diff", str(tmp_path / "a.onnx"), str(tmp_path / "b.onnx"), "--all"], env={"COLUMNS": str(width)})
+        lines = r.stdout.splitlines()
+        at = next(i for i, ln in enumerate(lines) if ln.startswith("unmatched in A"))
+        tail = lines[at:]
+        assert all(len(ln) <= width for ln in tail), tail
+        for n in names:  # each name whole on a line that starts with it, its reason after it
+            at = next((i for i, ln in enumerate(tail) if ln.strip() == n or ln.strip().startswith(f"{n} (")), None)
+            assert at is not None and "(" in (tail[at] + tail[at + 1]), tail

@@ -13,7 +13,7 @@ from onnxprobe.report.columns import DIFF_COLUMNS, DIFF_JUDGED_COLUMNS, DIFF_PRO
 from onnxprobe.report.console import phrased
 from onnxprobe.report.format import NONFINITE_UNALIKE, finite as finite_number, json_float, json_word, num, num_or_word, op, safe, shape, shorten
 from onnxprobe.report.table import Table
-from onnxprobe.report.wrap import phrase_wrap
+from onnxprobe.report.wrap import phrase_wrap, wrap
 from onnxprobe.stats.metrics import json_sqnr
 from onnxprobe.types import MAP, UNPAIRED
 
@@ -307,9 +307,19 @@ def diff_renderables(res, width: int = 120, order=None, asked: tuple[str, ...] =
         out.append(phrased(Text(f"FAIL: {safe(d['verdict_reason'])}", style="bold red"), width))
     for side, items in (("A", shown_a), ("B", shown_b)):
         if items:
-            shown = ", ".join(f"{safe(u['name'])} ({safe(u['reason'])})" for u in items[:3])
+            entries = [f"{safe(u['name'])} ({safe(u['reason'])})" for u in items[:3]]
             more = f" and {len(items) - 3} more (see {SEE_ALL(report_voice())})" if len(items) > 3 else ""
-            out.append(Text(f"unmatched in {side}: {shown}{more}", style="dim"))
+            line = f"unmatched in {side}: {', '.join(entries)}{more}"
+            if cells(line) <= width:
+                out.append(Text(line, style="dim"))
+                continue
+            # one entry a line, broken between words (a name only after a '/', where it cannot fit whole): a
+            # name split in two and its reason glued to the next name read as one (OpenVINO's If bodies)
+            lines = [f"unmatched in {side}:"]
+            for e in entries + ([more.strip()] if more else []):
+                w = wrap(e, max(width - 4, 10))
+                lines += ["  " + w[0]] + ["    " + x for x in w[1:]]
+            out.append(Text("\n".join(lines), style="dim"))
     out += sensitivity_lines(d["fp32_sensitivity"], width)
     return out
 
