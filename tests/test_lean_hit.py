@@ -128,10 +128,10 @@ def test_variants_fall_back(tmp_path, variant):
     assert second[:3] == first[:3] and second[3]
 
 
-def _weighted(path: Path) -> np.ndarray:
+def _weighted(path: Path, seed: int = 1) -> np.ndarray:
     """y = Relu(MatMul(x, w)) with w of 64x80 (a stub in the probed copy: its bytes read from the file) and a
     Constant of 5000 elements added (a Constant's stub)."""
-    rng = np.random.default_rng(1)
+    rng = np.random.default_rng(seed)
     w = rng.standard_normal((64, 80)).astype(np.float32)
     c = rng.standard_normal((5000,)).astype(np.float32)
     m = make_model(
@@ -193,6 +193,33 @@ def test_served_from_the_files_weights(tmp_path, cache):
     # what a served result holds loads on demand: the model, the probed copy with the weights back
     assert {o.name for o in second.plan.base.graph.output} == {"y"}
     assert numpy_helper.to_array(next(t for t in second.plan.model.graph.initializer if t.name == "w")).shape == (64, 80)
+
+
+@pytest.mark.parametrize("after", ["re-exported", "deleted", "touched"])
+def test_a_served_result_reads_the_model_it_measured_or_says_it_cannot(tmp_path, cache, after):
+    """A served result loads its model when something asks (histograms, the page, an overlay): re-exported
+    after the call, the histograms were the new model's, beside statistics of the old one; deleted, 'no such
+    file'. Another file there now is refused in one line; the same bytes (a touch) are read as they are."""
+    path = tmp_path / "w.onnx"
+    _weighted(path)
+    _layers(path)
+    res = _layers(path)
+    assert type(res.plan).__name__ == "CachedPlan"
+    before = res.stats["y"]
+    if after == "re-exported":
+        other = tmp_path / "other.onnx"
+        _weighted(other, seed=7)
+        os.replace(other, path)
+    elif after == "deleted":
+        path.unlink()
+    else:
+        os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 5 * 10**9))
+    if after == "touched":
+        h = api.layers_histograms(res, ["y"], bins=4)["y"]["values"]
+        assert h["edges"][0] == pytest.approx(before.min) and h["edges"][-1] == pytest.approx(before.max)
+        return
+    with pytest.raises(api.ModelError, match="the model file changed since this run, which was served from the plan cache"):
+        api.layers_histograms(res, ["y"], bins=4)
 
 
 @pytest.mark.parametrize("trusting", [False, True], ids=["hashed", "stat-trusted"])

@@ -27,7 +27,6 @@ report does not.
 
 from __future__ import annotations
 
-import os
 from types import SimpleNamespace
 
 from onnx import TensorProto
@@ -45,6 +44,7 @@ from onnxprobe.compare.measure import Measured, criterion_of
 from onnxprobe.compare.sides import Side
 from onnxprobe.errors import cli_words, said
 from onnxprobe.runtime import direct, plan_cache
+from onnxprobe.runtime.model_file import same_file
 from onnxprobe.stats.metrics import IntroducedError, Tolerance
 
 # --- writing an entry (after a normal run, onnx loaded) ------------------------------------------------------------
@@ -258,27 +258,12 @@ class _Sides:
 
     def _check(self) -> None:
         for who, path, state, record in zip("AB", self._t.paths, self._t.states, self._records):
-            if not _same_file(path, state, record):
+            if not same_file(path, state, record):
                 from onnxprobe.errors import ModelError
                 from onnxprobe.text import clean
 
                 raise ModelError(f"{who} ({clean(path)}): the model file changed since this diff ran, which was served "
                                  "from the plan cache and reads the models when first used: run the diff again")
-
-
-def _same_file(path: str, state: tuple, record: dict) -> bool:
-    """Whether the file ``path`` is still the one of ``state`` (``file_state`` when the request came) or holds the
-    bytes of ``record`` (its size and digest, ``direct.file_weights``)."""
-    from onnxprobe.runtime.model_file import open_regular, stream
-
-    try:
-        if direct.file_state(os.stat(path)) == tuple(state):
-            return True
-        with open_regular(path) as f:
-            size = os.fstat(f.fileno()).st_size
-            return size == record["size"] and stream(f, size, [], lambda *_: True) == record["digest"]
-    except (OSError, ValueError, TypeError, KeyError):
-        return False
 
 
 def _built(field: str):

@@ -135,7 +135,7 @@ def _served(ticket: _Ticket) -> ProbeResult | None:
     if got is None:
         return None
     plan = CachedPlan(None, got["probes"], ticket.path, list(got["warnings"]))
-    plan.bind(ticket.path, got["skeleton"])
+    plan.bind(ticket.path, got["skeleton"], ticket.state, got["file"])
     info = RunInfo(device="cpu", providers=got["providers"], opt_level=ticket.opt_level,
                    session_seconds=got["session_seconds"], run_seconds=got["run_seconds"], runtime="onnxruntime",
                    runtime_options=got["runtime_options"])
@@ -176,17 +176,33 @@ class CachedPlan(ProbePlan):
 
     _path: str | None = None
     _skeleton: bytes = b""
+    _file: tuple = ((), {})  # the file's state when the request came, and the entry's record of its bytes
 
-    def bind(self, path: str, skeleton: bytes) -> None:
-        self._path, self._skeleton = path, skeleton
+    def bind(self, path: str, skeleton: bytes, state: tuple = (), record: dict | None = None) -> None:
+        self._path, self._skeleton, self._file = path, skeleton, (state, record or {})
 
     @property
     def base(self):
         if self.__dict__.get("_base") is None and self._path is not None:
             from onnxprobe.graph.model import load
 
-            self.__dict__["_base"] = load(self._path).proto
+            self._check()
+            base = load(self._path).proto
+            self._check()  # edited while it loaded
+            self.__dict__["_base"] = base
         return self.__dict__.get("_base")
+
+    def _check(self) -> None:
+        """A ModelError where the file is no longer the one measured (a histogram, an overlay or the page of a
+        served result read the model re-exported since, whose values contradicted the result's statistics)."""
+        from onnxprobe.runtime.model_file import same_file
+
+        if not same_file(self._path, *self._file):
+            from onnxprobe.errors import ModelError
+            from onnxprobe.text import clean
+
+            raise ModelError(f"{clean(self._path)}: the model file changed since this run, which was served from the "
+                             "plan cache and reads the model when first used: run it again")
 
     @base.setter
     def base(self, value) -> None:

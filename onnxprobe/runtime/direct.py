@@ -237,7 +237,8 @@ def run(key: str, path: str, size: int, opt_level: str) -> dict | None:
             "feeds": feeds, "providers": providers, "session_seconds": session_seconds,
             "run_seconds": seconds, "notes": [said(lambda say, n=n, c=c: c if say.cli else n) for n, c in zip(meta["notes"], meta["notes_cli"])],
             "warnings": meta["warnings"],
-            "runtime_options": {str(k): str(v) for k, v in meta["runtime_options"].items()}, "skeleton": skel}
+            "runtime_options": {str(k): str(v) for k, v in meta["runtime_options"].items()}, "skeleton": skel,
+            "file": meta["file"]}
 
 
 def load_weights(files: list[tuple[str, int, dict, list]], packed: int, data_files: list = ()) -> "np.ndarray | PrivateCopy | None":

@@ -49,6 +49,20 @@ def stream(f, size: int, moves: list, each, hashed: bool = True) -> str | None:
     return (h.hexdigest() if h is not None else "") if pos == size else None
 
 
+def same_file(path: str, state: tuple, record: dict) -> bool:
+    """Whether the file ``path`` is still the one of ``state`` (``file_state`` when a request came) or holds the
+    bytes of ``record`` (its size and digest, as a direct-mode entry records them): a result served from the plan
+    cache reads its model only when something asks for it, and must read the model it measured."""
+    try:
+        if file_state(os.stat(path)) == tuple(state):
+            return True
+        with open_regular(path) as f:
+            size = os.fstat(f.fileno()).st_size
+            return size == record["size"] and stream(f, size, [], lambda *_: True) == record["digest"]
+    except (OSError, ValueError, TypeError, KeyError):
+        return False
+
+
 def hasher():
     return plan_cache.blake2b(digest_size=32)
 
