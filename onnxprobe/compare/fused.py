@@ -37,6 +37,7 @@ from onnxprobe.graph.pair_nodes import MAXIMA, SUMS, PairBuilder, tail_order
 from onnxprobe.graph.shapes import concrete_sizes, infer_shapes, shapes_with_folded, static_shape, value_types
 from onnxprobe.graph.skeleton import large_constants, large_initializers, skeleton, stubs
 from onnxprobe.graph.stack_nodes import stackable
+from onnxprobe.graph.stats_nodes import BLOCK_MAX, suffix_axes
 from onnxprobe.graph.stale_shapes import stale_note, stale_shapes, without_shapes
 from onnxprobe.match.engine import Pair
 from onnxprobe.runtime.runners import base as base_runner
@@ -272,7 +273,18 @@ def merged_weights(a: Side, b: Side) -> dict:
 
 
 SUBNORMAL_SQUARES = 1e-30  # a largest square below this: float32 sums of squares lose digits (host float64)
-COSINE_CANCELLATION = 100.0  # the most Σa² + Σb² + Σ(a-b)² may exceed 2 |Σab| by in a pair measured in the graph
+# the most a cosine taken from the graph's sums may be off by: Σa² + Σb² + Σ(a-b)² over 2 |Σab| (how much Σab, taken
+# from them, cancels) times their relative error (``sum_error``) past it, and the host measures the pair
+COSINE_ERROR = 5e-6
+
+
+def sum_error(shape: tuple) -> float:
+    """A bound on the relative error of a pair's float32 partial sums of squares for tensors of ``shape``: the squares'
+    own rounding (1e-7) or, over a row of the partials (``suffix_axes``), what the row adds up, 2e-9 an element (a
+    constant of 1e4 over rows of 1000: Σb² 1.7e-6 off, and a = 0.01 b read cosine 0.999874); past BLOCK_MAX elements
+    the rows are summed in float64 from the start."""
+    _, row = suffix_axes(shape)
+    return 1e-7 if row is None or row > BLOCK_MAX else max(1e-7, 2e-9 * row)
 
 
 def run(a: Side, fg: FusedGraph, feeds: dict, report: list[Pair], sample: int = 0, key=None, rtol_of=None,
@@ -440,10 +452,11 @@ def _sums(v: dict, shape: tuple[int, ...], sample: int, light: bool = False) -> 
         return None
     ab = (v["aa"] + v["bb"] - v["dd"]) / 2  # Σab from Σa², Σb² and Σ(a-b)²
     # ... which cancels where |a| << |b| or a and b are near orthogonal: the float32 partials' rounding
-    # (about 1e-7 of Σa² + Σb² + Σ(a-b)²) over 2 |Σab| is the cosine's relative error; past 1e-5, the
-    # host measures the pair (a = 1e-6 b read cosine 0.976, not 1)
+    # (``sum_error`` of Σa² + Σb² + Σ(a-b)²) over 2 |Σab| is the cosine's error; past COSINE_ERROR, the
+    # host measures the pair (a = 1e-6 b read cosine 0.976, not 1; a = 0.01 b over rows of 1000, 0.999874)
     # (a side all zeros leaves nothing to cancel: Σab is 0, and Σ(a-b)² the other side's Σ, exactly)
-    if not light and v["aa"] > 0 and v["bb"] > 0 and v["aa"] + v["bb"] + v["dd"] > COSINE_CANCELLATION * abs(2 * ab):
+    if not light and v["aa"] > 0 and v["bb"] > 0 and \
+            (v["aa"] + v["bb"] + v["dd"]) * sum_error(shape) > COSINE_ERROR * abs(2 * ab):
         return None
     return PairSums.one(sample, shape, count=size, max_abs=v["max_abs"], argmax=v["argmax"], b_absmax=v["b_absmax"],
                         excess=v["excess"], max_rel=v["max_rel"], sum_abs=v["sum_abs"], dd=v["dd"], aa=v["aa"],
