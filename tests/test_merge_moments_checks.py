@@ -63,6 +63,9 @@ CASES = [
     ("sumabs unknown", lambda t, m: m.update(sumabs=[None]), "sumabs is unknown (null)"),
     # an empty histogram beside finite values: the merged percentiles came from the other shards alone
     ("histogram empty", lambda t, m: t.update(histogram={**t["histogram"], "codes": [], "counts": []}), "histogram holds 0 values"),
+    # a negative count is an integer: it was refused as 'codes and counts must be integers'
+    ("histogram count negative", lambda t, m: t.update(histogram={**t["histogram"], "counts": [-5] + t["histogram"]["counts"][1:]}),
+     "a histogram count of -5: counts are never negative"),
     ("histogram of zero counts", lambda t, m: t.update(histogram={**t["histogram"], "codes": [t["histogram"]["codes"][0]],
                                                                   "counts": [0]}), "histogram holds 0 values"),
 ]

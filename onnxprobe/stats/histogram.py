@@ -1,8 +1,8 @@
 """A data-independent log-bucket histogram: mergeable exactly, in any order, across shards and workers.
 
 Each finite value falls in a bucket fixed by its sign, binary exponent and the top bits of its mantissa:
-``SUB`` buckets per octave, so a bucket spans at most 1/SUB (3.1 %) of its values' magnitude and a
-percentile read from the histogram is within that (3.1 %) of the exact one, and never outside [min, max]:
+``SUB`` buckets per octave, so a bucket spans at most 1/SUB (3.125 %) of its values' magnitude and a
+percentile read from the histogram is within that (3.125 %) of the exact one, and never outside [min, max]:
 it is read at its rank within its bucket, the bucket narrowed to the data's range. Zero has a bucket of its own. Bucket codes sort in value order, so percentiles need no
 other data. Counts are integers: merging adds them, exactly.
 """

@@ -136,9 +136,11 @@ def check_report(d, label: str) -> None:
             if len(h["codes"]) != len(h["counts"]):
                 raise UsageError(f"{where} ({t['name']!r}): histogram codes and counts differ in length "
                                  f"({len(h['codes'])} vs {len(h['counts'])})")
-            if not all(isinstance(v, int) and not isinstance(v, bool) for v in h["codes"] + h["counts"]) or any(
-                    v < 0 for v in h["counts"]):
+            if not all(isinstance(v, int) and not isinstance(v, bool) for v in h["codes"] + h["counts"]):
                 raise UsageError(f"{where} ({t['name']!r}): histogram codes and counts must be integers")
+            if any(v < 0 for v in h["counts"]):
+                raise UsageError(f"{where} ({t['name']!r}): a histogram count of {min(h['counts'])}: counts are never "
+                                 "negative (a damaged report)")
             try:
                 hist = Histogram.from_dict(h)
             except ValueError as e:
