@@ -253,6 +253,37 @@ def test_a_signal_while_the_session_builds_leaves_no_copy(tmp_path, sig):
     assert not [d.name for d in tmp.iterdir() if d.name.startswith("onnxprobe-weights-")]
 
 
+def test_the_copy_of_a_killed_run_is_swept_by_the_next(tmp_path):
+    """SIGKILL (the OOM killer) while the session builds leaves the copy: nothing runs then. The next run that
+    makes a copy removes those of processes that no longer run, and leaves a live process's and other folders."""
+    import subprocess
+    import sys
+    import time
+
+    p = _save(_model(), tmp_path / "m.onnx")
+    tmp, mark = tmp_path / "tmp", tmp_path / "building"
+    env = {**os.environ, "TMPDIR": str(tmp)}
+    proc = subprocess.Popen([sys.executable, "-c", SIGNALLED, str(p), str(mark)], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not mark.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert mark.exists(), proc.communicate(timeout=60)[1][-2000:]
+    finally:
+        proc.kill()
+        proc.communicate(timeout=60)
+    copies = lambda: sorted(d.name for d in tmp.iterdir() if d.name.startswith("onnxprobe-weights-"))  # noqa: E731
+    (left,) = copies()  # the killed run's
+    live, other = tmp / f"onnxprobe-weights-{os.getpid()}-live", tmp / "onnxprobe-weights-notapid"
+    live.mkdir()
+    other.mkdir()
+    again = SIGNALLED.replace("ort.InferenceSession.__init__ = slow", "")  # the same copy made, no wait
+    r = subprocess.run([sys.executable, "-c", again, str(p), str(mark)], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert left not in copies() and set(copies()) == {live.name, other.name}, copies()
+
+
 def test_an_onnxruntime_that_reads_no_folder_gets_no_copy(tmp_path, monkeypatch, small):
     """onnxruntime before 1.21 ignores the folder it is told and looks for external data in the working directory: no
     copy is made for it, first run or served (the served run failed, and the normal path ran every time)."""
