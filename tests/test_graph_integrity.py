@@ -273,3 +273,48 @@ def test_a_body_that_returns_an_outer_value_is_a_problem_as_onnxruntime_says(tmp
 
 def quote_in(name: str, text: str) -> bool:
     return f"'{name}'" in text
+
+
+BODIES = {  # an If's then_branch (its output 'to'), each broken as BROKEN's main graphs are
+    "dupout": ([helper.make_node("Relu", ["x"], ["to"], name="a"), helper.make_node("Neg", ["x"], ["to"], name="b")],
+               "tensor 'to' is written by 2 nodes: node #0 'a' (Relu), node #1 'b' (Neg)"),
+    "dangling": ([helper.make_node("Add", ["x", "ghost"], ["to"], name="a")], "node #0 'a' (Add) reads 'ghost'"),
+    "cycle": ([helper.make_node("Add", ["x", "u"], ["t"], name="a"), helper.make_node("Relu", ["t"], ["u"], name="b"),
+               helper.make_node("Abs", ["t"], ["to"], name="c")], "node #0 'a' (Add), node #1 'b' (Relu) form a cycle"),
+    "sound": ([helper.make_node("Relu", ["x"], ["t"], name="a"), helper.make_node("Neg", ["t"], ["to"], name="b")], None),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BODIES))
+def test_a_broken_body_is_a_problem_as_a_broken_main_graph_is(tmp_path, name):
+    """A tensor two nodes of an If body write, a body input nothing gives, a cycle in a body: inspect listed no
+    problem (exit 0), and mark and extract wrote copies no runtime loads (exit 0, a checker note). The oracle:
+    onnxruntime loads the model or refuses it; a sound body reading the outer x is no problem."""
+    nodes, line = BODIES[name]
+    f = (lambda n: helper.make_tensor_value_info(n, TensorProto.FLOAT, [4]))
+    then = helper.make_graph(nodes, "then", [], [f("to")])
+    other = helper.make_graph([helper.make_node("Identity", ["x"], ["eo"], name="e")], "else", [], [f("eo")])
+    g = helper.make_graph([helper.make_node("Relu", ["x0"], ["x"], name="r"),
+                           helper.make_node("If", ["c"], ["y"], name="if", then_branch=then, else_branch=other)], "g",
+                          [f("x0"), helper.make_tensor_value_info("c", TensorProto.BOOL, [])], [f("y")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    path = tmp_path / f"{name}.onnx"
+    onnx.save(m, str(path))
+    try:
+        ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+        loads = True
+    except Exception:  # noqa: BLE001
+        loads = False
+    assert loads == (line is None)
+    r = runner.invoke(app, ["inspect", str(path), "--json", "-"])
+    problems = json.loads(r.stdout)["problems"]
+    if line is None:
+        assert r.exit_code == 0 and problems == [], r.output
+        return
+    assert r.exit_code == 1 and any(line in p and "'if' (If) then_branch" in p for p in problems), r.output
+    for args in (["mark", str(path), "-o", str(tmp_path / "m.onnx"), "--all"],
+                 ["extract", str(path), "-o", str(tmp_path / "e.onnx"), "--from", "x,c", "--to", "y"]):
+        r = runner.invoke(app, args)
+        assert r.exit_code == 1 and line in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.output
+        assert not (tmp_path / args[3].rsplit("/", 1)[-1]).exists()

@@ -53,8 +53,28 @@ def graph_problems(model: onnx.ModelProto, node_names: bool = True) -> list[str]
     g = model.graph
     sources = {i.name for i in g.input} | {t.name for t in g.initializer} | {t.values.name for t in g.sparse_initializer}
     return (duplicate_producers(g) + _problems(list(g.node), sources, [o.name for o in g.output], None)
+            + body_problems(list(g.node), sources | {o for n in g.node for o in n.output if o}, None)
             + (duplicate_node_names(list(g.node), None) + body_outputs_from_outside(g) if node_names else [])
             + body_initializers_twice(model) + recursive_functions(model))
+
+
+def body_problems(nodes: list[onnx.NodeProto], outer: set[str], numbering: list[int] | None, where: str = "") -> list[str]:
+    """What makes an If / Loop / Scan body of ``nodes`` one onnxruntime refuses, each body apart and the bodies inside it:
+    a tensor two of its nodes write (or a node and the body's input or initializer), a node input that neither the
+    body nor a graph around it (``outer``: every name they give) gives, a body output nothing gives, nodes that form a
+    cycle (onnxruntime: "Duplicate definition", "INVALID_GRAPH", "not acyclic"; inspect listed none of them, and mark
+    and extract wrote copies no runtime loads, exit 0)."""
+    out = []
+    for k, n in enumerate(nodes):
+        for attr, body in subgraphs(n):
+            label = f"{where}{node_label(n, numbering[k] if numbering else k)} {attr}"
+            own = {i.name for i in body.input} | {t.name for t in body.initializer} | {t.values.name for t in body.sparse_initializer}
+            made = {o for m in body.node for o in m.output if o}
+            lines = duplicate_producers(body) + _problems(list(body.node), own | (outer - made),
+                                                          [o.name for o in body.output if o.name not in outer], None)
+            out += [f"in {label}: {line}" for line in lines]
+            out += body_problems(list(body.node), outer | own | made, None, f"{label}: ")
+    return out
 
 
 def body_outputs_from_outside(g: onnx.GraphProto, where: str = "") -> list[str]:
@@ -155,7 +175,9 @@ def cut_problems(model: onnx.ModelProto, nodes: list[int], sources: set[str]) ->
     """``graph_problems`` of a cut before it is written: its nodes (indices into the main graph, and said by
     them) reading ``sources`` (the cut's inputs and weights) and one another's outputs only."""
     kept = [model.graph.node[i] for i in nodes]
-    return _problems(kept, sources, [], nodes) + duplicate_node_names(kept, nodes)
+    main = {i.name for i in model.graph.input} | {t.name for t in model.graph.initializer} | {
+        o for n in model.graph.node for o in n.output if o}  # (what a body reads from outside the cut: said apart)
+    return _problems(kept, sources, [], nodes) + body_problems(kept, main | sources, nodes) + duplicate_node_names(kept, nodes)
 
 
 def _problems(nodes: list[onnx.NodeProto], sources: set[str], outputs: list[str], numbering: list[int] | None) -> list[str]:
