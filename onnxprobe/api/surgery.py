@@ -10,7 +10,7 @@ import numpy as np
 import onnx
 
 from onnxprobe.api.inputs import as_inputs, as_names, as_selection, model_file
-from onnxprobe.errors import ModelError, OnnxProbeError, UsageError, said
+from onnxprobe.errors import ModelError, OnnxProbeError, UsageError, in_words, said, settings_error
 from onnxprobe.graph import external
 from onnxprobe.graph.external import load_lazy, materialize, write_model
 from onnxprobe.graph.extract import cut, extract as extract_pass
@@ -172,8 +172,8 @@ def _observe_types(model: onnx.ModelProto, lazy, names: list[str], spec: InputSp
         except UsageError:
             raise
         except OnnxProbeError as e:
-            failed = f"{e}{fs.hint()}"
             err = e
+            failed = said(lambda say: f"{(err.cli_message or err) if say.cli else err}{fs.hint(say)}")
             notes.append(said(lambda say: f"could not run the model to find the types shape inference left unknown"
                               f"{fs.hint(say)}: {(err.cli_message or err) if say.cli else err}"))
     types = {}
@@ -297,10 +297,10 @@ def mark(
     pending = [r for r in refs if r.name not in outputs]
     if pending and not any(m.added for m in marked):
         # asked for, and none of what is not an output already could be added: no file that reads as marked
-        why = (f"shape inference does not type them and the run to find their types failed: {run_failed}"
-               if run_failed else notes[-1] if notes else "")
-        raise ModelError(f"none of the {len(pending)} selected tensor(s) that are not model outputs could be "
-                         "marked as an output" + (f": {why}" if why else ""))
+        why = (said(lambda say: f"shape inference does not type them and the run to find their types failed: "
+                                f"{in_words(run_failed, say)}") if run_failed else notes[-1] if notes else "")
+        raise settings_error(ModelError, lambda say: f"none of the {len(pending)} selected tensor(s) that are not model "
+                             "outputs could be marked as an output" + (f": {in_words(why, say)}" if why else ""))
     if not any(m.added for m in marked):
         # only inputs, weights and model outputs already: a file that adds none of them read as marked, exit 0
         why = _why_not_added(not_marked, [m.output for m in marked]) or "it selects no node output"
@@ -422,13 +422,13 @@ def extract(
         found, run_failed = _observe_types(probe_model, lazy, need, inputs, notes, fs=fs)
         left = [n for n in need if n not in found]
         if left:  # the run's own failure where it failed (a custom op, no opset import), not a guess at the inputs
-            why = (f"the run to see it failed: {run_failed}" if run_failed else
-                   "the run on these inputs did not give it (an If branch that did not run, an empty value: give inputs "
-                   "with --input/--shape)")
             rankless = [n for n in left if _elem_known(types.get(n))]
             what = ("its element type is known but not its rank, which the cut's inputs and outputs must declare,"
                     if len(rankless) == len(left) else "shape inference does not know it")
-            raise ModelError(f"cannot find the type of {some(left, 5)}: {what} and {why}")
+            raise settings_error(ModelError, lambda say: f"cannot find the type of {some(left, 5)}: {what} and " + (
+                f"the run to see it failed: {in_words(run_failed, say)}" if run_failed else
+                "the run on these inputs did not give it (an If branch that did not run, an empty value: give inputs "
+                f"with {say.either('inputs', '--input/--shape')})"))
     types.update(found)
     del inferred
     sub = extract_pass(lazy.proto, c, types)
