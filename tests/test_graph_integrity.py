@@ -318,3 +318,31 @@ def test_a_broken_body_is_a_problem_as_a_broken_main_graph_is(tmp_path, name):
         r = runner.invoke(app, args)
         assert r.exit_code == 1 and line in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.output
         assert not (tmp_path / args[3].rsplit("/", 1)[-1]).exists()
+
+
+@pytest.mark.parametrize("op, opset, said", [("FooBar", 17, "ONNX defines no operator of that name"),
+                                             ("Gelu", 17, "it exists from opset 20 on, and the model imports opset 17"),
+                                             ("Gelu", 20, None)])
+def test_an_op_onnx_does_not_define_at_the_models_opset_is_a_problem(tmp_path, op, opset, said):
+    """Relu -> FooBar (the ONNX domain) -> Abs: onnxruntime refuses the model, inspect listed no problem (exit 0) and
+    mark wrote it. The oracle: onnxruntime's load."""
+    nodes = [helper.make_node("Relu", ["x"], ["t"], name="a"), helper.make_node(op, ["t"], ["u"], name="b"),
+             helper.make_node("Abs", ["u"], ["y"], name="c")]
+    m = helper.make_model(helper.make_graph(nodes, "g", [X], [Y]), opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 10
+    path = tmp_path / "m.onnx"
+    onnx.save(m, str(path))
+    try:
+        ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+        loads = True
+    except Exception:  # noqa: BLE001
+        loads = False
+    assert loads == (said is None)
+    r = runner.invoke(app, ["inspect", str(path), "--json", "-"])
+    problems = json.loads(r.stdout)["problems"]
+    if said is None:
+        assert r.exit_code == 0 and problems == [], r.output
+        return
+    assert r.exit_code == 1 and any(f"'b' ({op})" in p and said in p for p in problems), r.output
+    r = runner.invoke(app, ["mark", str(path), "-o", str(tmp_path / "o.onnx"), "--all"])
+    assert r.exit_code == 1 and said in r.stderr and not (tmp_path / "o.onnx").exists(), r.output

@@ -55,7 +55,33 @@ def graph_problems(model: onnx.ModelProto, node_names: bool = True) -> list[str]
     return (duplicate_producers(g) + _problems(list(g.node), sources, [o.name for o in g.output], None)
             + body_problems(list(g.node), sources | {o for n in g.node for o in n.output if o}, None)
             + (duplicate_node_names(list(g.node), None) + body_outputs_from_outside(g) if node_names else [])
-            + body_initializers_twice(model) + recursive_functions(model))
+            + body_initializers_twice(model) + recursive_functions(model) + unknown_ops(model))
+
+
+def unknown_ops(model: onnx.ModelProto) -> list[str]:
+    """A node of the ONNX domain whose op ONNX does not define, or not yet at the model's opset (a Gelu in an opset-17
+    model): onnxruntime refuses the model, and inspect said nothing (its shapes were 'not inferred'). Not a call of a
+    model-local function of that name."""
+    from onnxprobe.graph.builder import opset_version
+
+    opset = opset_version(model)
+    if opset is None:
+        return []
+    local = {(f.domain, f.name) for f in model.functions}
+    out, seen = [], set()
+    for g in all_graphs(model.graph):
+        for k, n in enumerate(g.node):
+            if n.domain not in ("", "ai.onnx") or (n.domain, n.op_type) in local or n.op_type in seen:
+                continue
+            try:
+                onnx.defs.get_schema(n.op_type, opset, "")
+            except onnx.defs.SchemaError:
+                seen.add(n.op_type)
+                since = (f": it exists from opset {onnx.defs.get_schema(n.op_type, onnx.defs.onnx_opset_version(), '').since_version} "
+                         f"on, and the model imports opset {opset}" if onnx.defs.has(n.op_type) else
+                         ": ONNX defines no operator of that name (a custom op belongs to a domain of its own)")
+                out.append(f"{node_label(n, k)}{'' if g is model.graph else f' in body {quote(g.name)}'}{since}")
+    return out
 
 
 def body_problems(nodes: list[onnx.NodeProto], outer: set[str], numbering: list[int] | None, where: str = "") -> list[str]:
