@@ -70,3 +70,42 @@ def test_a_body_value_that_stacks_is_kept_and_not_said_typed_by_the_run(tmp_path
     assert not any("taken from a run" in n and "t.loop_out" in n for n in res.notes), res.notes
     got = ort.InferenceSession(str(tmp_path / "out.onnx"), providers=["CPUExecutionProvider"]).run(None, feed)
     assert np.array_equal(got[0], -feed["x"])  # three Negs of x
+
+
+def test_the_tensors_left_out_are_named_by_their_scope_where_sibling_bodies_share_a_name(tmp_path):
+    """Two If nodes in a Loop body, whose branches each name their outputs 'o' and 'o2': the note said 'o2, o, o2, o',
+    four tensors and two names; it names each by its key (as --name takes it and --stats's metadata says it)."""
+    from onnx import numpy_helper as nh
+    from typer.testing import CliRunner
+
+    from onnxprobe.cli.main import app
+
+    from onnx import TensorProto, helper
+
+    f, N = TensorProto.FLOAT, helper.make_node
+    branch = (lambda op, out, name: helper.make_graph([N(op, ["v", "two"], [out])], name, [],
+                                                      [helper.make_tensor_value_info(out, f, [3])]))
+    body = helper.make_graph([
+        N("Identity", ["cin"], ["cout"]), N("Cast", ["i"], ["fi"], to=f), N("Add", ["vin", "fi"], ["v"]),
+        N("Mod", ["i", "twoi"], ["md"]), N("Equal", ["md", "zeroi"], ["even"]),
+        N("If", ["even"], ["w"], then_branch=branch("Mul", "o", "t1"), else_branch=branch("Sub", "o2", "e1"), name="if1"),
+        N("If", ["even"], ["w2"], then_branch=branch("Add", "o", "t2"), else_branch=branch("Div", "o2", "e2"), name="if2"),
+        N("Add", ["w", "w2"], ["vout"])], "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []), helper.make_tensor_value_info("cin", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("vin", f, [3])],
+        [helper.make_tensor_value_info("cout", TensorProto.BOOL, []), helper.make_tensor_value_info("vout", f, [3])])
+    g = helper.make_graph([N("Loop", ["n", "", "x"], ["y"], body=body, name="loop")], "g",
+                          [helper.make_tensor_value_info("x", f, [3]), helper.make_tensor_value_info("n", TensorProto.INT64, [])],
+                          [helper.make_tensor_value_info("y", f, [3])],
+                          [nh.from_array(np.array(2, np.float32), "two"), nh.from_array(np.array(2, np.int64), "twoi"),
+                           nh.from_array(np.array(0, np.int64), "zeroi")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, tmp_path / "m.onnx")
+    r = CliRunner().invoke(app, ["mark", str(tmp_path / "m.onnx"), "-o", str(tmp_path / "o.onnx"), "--all", "--input", "n=3"],
+                           env={"COLUMNS": "400"})
+    assert r.exit_code == 0, r.output
+    (note,) = [ln for ln in r.stderr.splitlines() if "--stats marks them" in ln]
+    listed = note.split("--stats marks them: ")[1].split(", ")
+    assert sorted(listed) == ["loop/body/if1/else_branch/o2", "loop/body/if1/then_branch/o", "loop/body/if2/else_branch/o2",
+                              "loop/body/if2/then_branch/o"], note

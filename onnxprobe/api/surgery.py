@@ -275,7 +275,7 @@ def mark(
             notes.append(f"{len(stacked)} tensor(s) of a Loop or Scan body left out: the copy that stacks them, one "
                          "per iteration, does not run on these inputs (an If branch not taken in some iteration, a "
                          "shape that changes between them, a Scan body's tensor of a rank shape inference does not know); "
-                         "--stats marks them: " + some([m.ref.name for m in stacked], 5, str))
+                         "--stats marks them: " + some([m.ref.key for m in stacked], 5, str))
     model = with_output_types(model, found)
     failed = [n for n in missing if n not in found]
     if failed:
