@@ -148,26 +148,31 @@ def test_debugger_save_html(tmp_path):
     assert element(dom, "tbody", "rows").count("<tr") >= 1
 
 
-def test_a_long_name_wraps_so_the_metric_columns_stay_in_view(tmp_path):
-    """A 200-character tensor name pushed every metric column off the page (cells never wrapped): name cells
-    wrap, and the table fits a 1200-pixel window."""
-    long = "encoder/" * 25 + "out"
-    m = make_model([helper.make_node("Relu", ["x"], [long], name="relu"), helper.make_node("Neg", [long], ["y"], name="neg")],
-                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])])
+def _measured(tmp_path, m: onnx.ModelProto, size: tuple[int, int], expression: str):
+    """The value of the JavaScript ``expression`` (over ``doc``, the page) once the `layers --all --html` page of
+    ``m`` has loaded in a frame of ``size`` pixels."""
     onnx.save(m, tmp_path / "m.onnx")
     page = tmp_path / "r.html"
     r = runner.invoke(app, ["layers", str(tmp_path / "m.onnx"), "--all", "--html", str(page)])
     assert r.exit_code == 0, r.output
     wrapper = tmp_path / "wrap.html"
     wrapper.write_text(f"""<!doctype html><html><body style="margin:0"><pre id="out"></pre>
-<iframe id="f" src="{page.name}" width="1200" height="800" style="border:0"></iframe>
+<iframe id="f" src="{page.name}" width="{size[0]}" height="{size[1]}" style="border:0"></iframe>
 <script>document.getElementById('f').onload = () => {{
   const doc = document.getElementById('f').contentDocument;
-  const t = doc.getElementById('table');
-  document.getElementById('out').textContent = JSON.stringify({{width: t.getBoundingClientRect().right}});
+  document.getElementById('out').textContent = JSON.stringify({expression});
 }};</script></body></html>""")
     dom = dump_dom(wrapper, "--allow-file-access-from-files")
-    out = json.loads(element(dom, "pre", "out").replace("&quot;", '"'))
+    return json.loads(element(dom, "pre", "out").replace("&quot;", '"'))
+
+
+def test_a_long_name_wraps_so_the_metric_columns_stay_in_view(tmp_path):
+    """A 200-character tensor name pushed every metric column off the page (cells never wrapped): name cells
+    wrap, and the table fits a 1200-pixel window."""
+    long = "encoder/" * 25 + "out"
+    m = make_model([helper.make_node("Relu", ["x"], [long], name="relu"), helper.make_node("Neg", [long], ["y"], name="neg")],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])])
+    out = _measured(tmp_path, m, (1200, 800), "({width: doc.getElementById('table').getBoundingClientRect().right})")
     assert out["width"] <= 1200, out
 
 
@@ -180,21 +185,8 @@ def test_a_long_name_keeps_its_histogram_card_and_its_neighbours_short(tmp_path)
              helper.make_node("Relu", [long], ["t3"], name="r2"), helper.make_node("Neg", ["t3"], ["y"], name="n2")]
     m = make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64])],
                    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [64])])
-    onnx.save(m, tmp_path / "m.onnx")
-    page = tmp_path / "r.html"
-    r = runner.invoke(app, ["layers", str(tmp_path / "m.onnx"), "--all", "--html", str(page)])
-    assert r.exit_code == 0, r.output
-    wrapper = tmp_path / "wrap.html"
-    wrapper.write_text(f"""<!doctype html><html><body style="margin:0"><pre id="out"></pre>
-<iframe id="f" src="{page.name}" width="1400" height="900" style="border:0"></iframe>
-<script>document.getElementById('f').onload = () => {{
-  const doc = document.getElementById('f').contentDocument;
-  const cards = [...doc.querySelectorAll('#histograms .hist')];
-  document.getElementById('out').textContent = JSON.stringify(cards.map(c => ({{
-    h: c.getBoundingClientRect().height, title: c.querySelector('.name').title.length}})));
-}};</script></body></html>""")
-    dom = dump_dom(wrapper, "--allow-file-access-from-files")
-    cards = json.loads(element(dom, "pre", "out").replace("&quot;", '"'))
+    cards = _measured(tmp_path, m, (1400, 900), "[...doc.querySelectorAll('#histograms .hist')].map(c => ({"
+                      "h: c.getBoundingClientRect().height, title: c.querySelector('.name').title.length}))")
     assert len(cards) >= 2 and any(c["title"] == 3000 for c in cards), cards
     short = [c["h"] for c in cards if c["title"] < 10]
     assert max(c["h"] for c in cards) < 1.3 * min(short), cards  # the long one barely taller, its neighbours unmoved

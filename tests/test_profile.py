@@ -168,24 +168,29 @@ def test_layers_profile_sees_fusions_and_what_probing_breaks():
     assert s["fusions_broken"] == sum(1 for t in d["tensors"] if t["plain_fused_into"] and t["kernel_ms"] is not None)
 
 
+def _saved_and_ran(path, nodes: list):
+    """The model of ``nodes`` (x [2, 64] -> y) saved at ``path``, and the graph onnxruntime runs for it at its highest
+    optimisation level (its optimized model: the oracle of what it fused, removed or folded)."""
+    import onnxruntime as ort
+
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 64])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 64])])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), path)
+    so = ort.SessionOptions()
+    so.optimized_model_filepath = str(path.with_suffix(".ran.onnx"))
+    ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+    return path, onnx.load(so.optimized_model_filepath).graph
+
+
 def test_a_no_op_onnxruntime_removes_is_no_fusion(tmp_path):
     """An Identity (a Dropout) onnxruntime removes was 'fused into' the node after it and counted as a fusion that
     probing broke; the one writing a graph output took the time of the Softmax whose tensor onnxruntime renamed to
     the output, and the Softmax read 'fused into' it. The oracle: the graph onnxruntime ran for the plain model."""
-    import onnxruntime as ort
-
     nodes = [helper.make_node("Identity", ["x"], ["xi"], name="ident"), helper.make_node("Relu", ["xi"], ["r"], name="relu"),
              helper.make_node("Dropout", ["r"], ["rd"], name="drop"), helper.make_node("Softmax", ["rd"], ["s"], name="soft"),
              helper.make_node("Identity", ["s"], ["y"], name="out")]
-    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 64])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 64])])
-    path = tmp_path / "noops.onnx"
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), path)
-    so = ort.SessionOptions()
-    so.optimized_model_filepath = str(tmp_path / "ran.onnx")
-    ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
-    ran = onnx.load(str(tmp_path / "ran.onnx")).graph.node
-    assert sorted(n.op_type for n in ran) == ["Relu", "Softmax"]  # the no-ops are gone: nothing was fused
+    path, ran = _saved_and_ran(tmp_path / "noops.onnx", nodes)
+    assert sorted(n.op_type for n in ran.node) == ["Relu", "Softmax"]  # the no-ops are gone: nothing was fused
 
     d = _layers_json(str(path), "--all", "--device", "cpu", "--opt-level", "all")
     rows = {t["name"]: t for t in d["tensors"]}
@@ -202,20 +207,11 @@ def test_a_shape_computation_onnxruntime_folds_is_no_fusion(tmp_path):
     """Shape -> Cast -> Cast of a static shape, folded into a constant the Reshape reads as the session is built
     (the oracle: the graph onnxruntime ran holds the last Cast's tensor as an initializer), read 'fused into' the
     Reshape (PP-OCR cls: Shape, Cast, Slice and Concat) and counted as fusions."""
-    import onnxruntime as ort
-
     nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"), helper.make_node("Shape", ["x"], ["sh"], name="shape"),
              helper.make_node("Cast", ["sh"], ["shf"], name="cast", to=TensorProto.FLOAT),
              helper.make_node("Cast", ["shf"], ["shi"], name="back", to=TensorProto.INT64),
              helper.make_node("Reshape", ["r", "shi"], ["y"], name="reshape")]
-    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 64])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 64])])
-    path = tmp_path / "folds.onnx"
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), path)
-    so = ort.SessionOptions()
-    so.optimized_model_filepath = str(tmp_path / "ran.onnx")
-    ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
-    ran = onnx.load(str(tmp_path / "ran.onnx")).graph
+    path, ran = _saved_and_ran(tmp_path / "folds.onnx", nodes)
     assert "shi" in {t.name for t in ran.initializer} and sorted(n.op_type for n in ran.node) == ["Relu", "Reshape"]
 
     d = _layers_json(str(path), "--all", "--device", "cpu", "--opt-level", "all")
@@ -272,25 +268,32 @@ def test_profile_conflicts_get_one_line(args, words, tmp_path):
     assert r.exit_code == 2 and words in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
+def _profiled_diff(a, monkeypatch):
+    """``diff --all --profile`` of ``a`` against the sample CNN through the API: (its result, the Profile
+    ``runtime.profile.profile`` returned for its one run)."""
+    import onnxprobe.runtime.profile as prof
+    from onnxprobe import api
+
+    seen = {}
+    real = prof.profile
+
+    def spy(*args, **k):
+        seen["p"] = real(*args, **k)
+        return seen["p"]
+
+    monkeypatch.setattr(prof, "profile", spy)
+    res = api.diff(a, sample_path("cnn"), selection=api.Selection(all=True), config=api.RunConfig(device="cpu"), profile=True)
+    return res, seen["p"]
+
+
 def test_diff_profile_times_a_qdq_layers_own_kernel(tmp_path, monkeypatch):
     """In a QDQ model A the compared tensor is a DequantizeLinear's output; the layer's time is the kernel
     that writes the float tensor it stands for (the Conv before QuantizeLinear), as the profiler itself
     attributes it in the same run, not the DequantizeLinear's."""
-    import onnxprobe.runtime.profile as prof
-    from onnxprobe import api
     from quantize_fixtures import quantize
 
-    q = quantize("cnn", "qdq", tmp_path)
-    seen = {}
-    real = prof.profile
-
-    def spy(*a, **k):
-        seen["p"] = real(*a, **k)
-        return seen["p"]
-
-    monkeypatch.setattr(prof, "profile", spy)
-    res = api.diff(q, sample_path("cnn"), selection=api.Selection(all=True), config=api.RunConfig(device="cpu"), profile=True)
-    times = seen["p"].of_tensor()
+    res, p = _profiled_diff(quantize("cnn", "qdq", tmp_path), monkeypatch)
+    times = p.of_tensor()
     qdq = [r for r in res.results if r.pair.a.kind == "qdq" and r.pair.a.key != r.pair.a.name]
     differ = 0
     for r in qdq:
@@ -305,22 +308,12 @@ def test_diff_profile_counts_the_added_dequantizations_as_measurement(tmp_path, 
     """The DequantizeLinear nodes diff adds to read a quantized model's codes are onnxprobe's work: "A's
     kernels" sums A's own nodes alone (the oracle: the node names of A's file), the added ones go to the
     metrics (they were A's: a QDQ model read 40 % slower than its kernels took)."""
-    import onnxprobe.runtime.profile as prof
-    from onnxprobe import api
     from onnxprobe.graph.merge import PREFIX as PREFIX_B
     from quantize_fixtures import quantize
 
     q = quantize("cnn", kind, tmp_path)
-    seen = {}
-    real = prof.profile
-
-    def spy(*a, **k):
-        seen["p"] = real(*a, **k)
-        return seen["p"]
-
-    monkeypatch.setattr(prof, "profile", spy)
-    res = api.diff(q, sample_path("cnn"), selection=api.Selection(all=True), config=api.RunConfig(device="cpu"), profile=True)
-    p, s = seen["p"], res.profile
+    res, p = _profiled_diff(q, monkeypatch)
+    s = res.profile
     own_a = {PREFIX_A + n.name for n in onnx.load(q).graph.node}
     own_b = {PREFIX_B + n.name for n in onnx.load(sample_path("cnn")).graph.node}
     added = {n: v for n, v in p.node_ms.items() if n.startswith((PREFIX_A, PREFIX_B)) and n not in own_a | own_b}
