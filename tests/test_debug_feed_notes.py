@@ -103,3 +103,15 @@ def test_a_guessed_dimension_is_said_in_one_wording_by_layers_and_debug(tmp_path
     assert "input x: dimensions 'batch' and 'seq' unknown, set to 1" in said, said
     assert any(n.startswith("input r: rank unknown") for n in said), said
     assert all("input x random DIMS" in n or "input r random DIMS" in n for n in debug), debug
+
+
+def test_an_input_made_random_is_not_said_to_be_missing_from_the_file(tmp_path):
+    """`inputs ab.npz` then `input x random 2x4`: the note said 'input x: not in ab.npz, so seeded random data', which
+    ab.npz holds; an input the file really lacks is still said to be random for that reason."""
+    path = _add(tmp_path / "m.onnx")
+    np.savez(tmp_path / "xz.npz", x=np.ones((2, 4), np.float32), z=np.ones((2, 4), np.float32))
+    np.savez(tmp_path / "z.npz", z=np.ones((2, 4), np.float32))
+    r = _debug(tmp_path, [path], [f"inputs {tmp_path / 'xz.npz'}", "input x random 2x4", "run"])
+    assert "not in" not in r.output and "x ← random" in r.output, r.output
+    r = _debug(tmp_path, [path], [f"inputs {tmp_path / 'z.npz'}", "run"])
+    assert "input x: not in" in r.output and "so seeded random data" in r.output, r.output

@@ -18,6 +18,8 @@ from onnxprobe.session.targets import Target
 from onnxprobe.text import as_typed, clean, quote
 from onnxprobe.types import named_dim
 
+CHOSEN = "random by request"  # SessionInputs.origins of an input `input X random` made seeded random data
+
 
 class Feeding:
     """The inputs' part of ``State`` (its base class): it works on the State's ``targets``, ``a``,
@@ -95,6 +97,13 @@ class Feeding:
                                               arrays_complete=spec.spec.arrays_complete))
         if other is not None:  # what diff feeds both models: values each of their float types holds exactly
             fs = dataclasses.replace(fs, values=api.same_float_values(t.model, other.model, fs.values))
+        # an input made random by `input X random` after `inputs FILE.npz` is no input the file lacks: the feeds' note
+        # 'input X: not in FILE.npz, so seeded random data' was false (the file holds it)
+        chosen = {n for n, o in self.inputs.origins.items() if o == CHOSEN and n not in arrays and n not in files}
+        if chosen & set(fs.about):
+            said_of = {m for n in chosen for m in fs.about.get(n, [])}
+            fs = dataclasses.replace(fs, notes=[m for m in fs.notes if m not in said_of],
+                                     about={n: ms for n, ms in fs.about.items() if n not in chosen})
         digest = api.feed_digest(fs.values)
         t.feed_cache = (key, fs.values, digest, fs)
         return fs.values, digest, fs
@@ -112,7 +121,8 @@ class Feeding:
                 shapes[name] = shape
         else:
             files[name] = how
-        new = self.inputs.changed(arrays=arrays, files=files, shapes=shapes)
+        origins = {**self.inputs.origins, name: CHOSEN} if how == "random" else None  # (see feed)
+        new = self.inputs.changed(arrays=arrays, files=files, shapes=shapes, origins=origins)
         notes = self._follow(name, new, shape) if how != "random" or shape is not None else []
         return notes + self._try_inputs(new)
 
