@@ -174,3 +174,54 @@ def test_a_gradient_zero_in_exact_arithmetic_is_judged_at_the_run_s_scale(tmp_pa
     assert rows["bk_grad"].metrics.b_absmax < 1e-5 * np.abs(gw).max()  # noise, far below Wk's
     assert rows["Wk_grad"].passed is True and rows["bk_grad"].passed is True, (rows["bk_grad"].metrics, res.criterion)
     assert res.verdict()[0] == "pass"
+
+
+def _key_bias_model(path, quantized: bool) -> str:
+    """Attention of x [4, 8] over itself, y = Softmax(q k^T) v with q = x Wq, k = x Wk + bk, v = x Wv: the key bias bk
+    adds q bk to every score of a query's row, which Softmax cancels, so dL/dbk is 0 in exact arithmetic and float32
+    noise in each model. ``quantized``: x Wv through a QuantizeLinear / DequantizeLinear pair."""
+    rng = np.random.default_rng(3)
+    inits = [numpy_helper.from_array((rng.standard_normal((8, 8)) * 0.3).astype(np.float32), n) for n in ("Wq", "Wk", "Wv")]
+    inits += [numpy_helper.from_array(rng.standard_normal(8).astype(np.float32), "bk"),
+              numpy_helper.from_array(np.float32(0.05), "s"), numpy_helper.from_array(np.int8(0), "zp")]
+    nodes = [helper.make_node("MatMul", ["x", "Wq"], ["qm"], name="mq"), helper.make_node("MatMul", ["x", "Wk"], ["km"], name="mk"),
+             helper.make_node("Add", ["km", "bk"], ["k"], name="addk"), helper.make_node("MatMul", ["x", "Wv"], ["vm"], name="mv")]
+    nodes += [helper.make_node("QuantizeLinear", ["vm", "s", "zp"], ["vq"], name="q"),
+              helper.make_node("DequantizeLinear", ["vq", "s", "zp"], ["v"], name="dq")] if quantized else [
+              helper.make_node("Identity", ["vm"], ["v"], name="id")]
+    nodes += [
+              helper.make_node("Transpose", ["k"], ["kt"], name="t", perm=[1, 0]),
+              helper.make_node("MatMul", ["qm", "kt"], ["sc"], name="scores"),
+              helper.make_node("Softmax", ["sc"], ["p"], name="sm", axis=-1), helper.make_node("MatMul", ["p", "v"], ["y"], name="mo")]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8])], inits)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return str(path)
+
+
+def test_a_quantized_models_gradient_that_is_zero_in_exact_arithmetic_is_noise(tmp_path):
+    """diff --grad of a QDQ model against its float original: the key bias's gradient, 0 in exact arithmetic (the
+    oracle: numpy float64 of the same attention), is float32 noise on each side; SQNR >= 10 dB judged noise against
+    noise and failed the run. The weights' gradients are still judged by their SQNR, and one that differs fails."""
+    a, b = _key_bias_model(tmp_path / "q.onnx", True), _key_bias_model(tmp_path / "f.onnx", False)
+    x = np.random.default_rng(5).standard_normal((4, 8)).astype(np.float32)
+    w = {t.name: numpy_helper.to_array(t).astype(np.float64) for t in onnx.load(b).graph.initializer}
+    xd = x.astype(np.float64)
+    q, v = xd @ w["Wq"], xd @ w["Wv"]  # (B's: no quantization)
+    k = xd @ w["Wk"] + w["bk"]
+    sc = q @ k.T
+    p = np.exp(sc - sc.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    dp = np.ones((4, 8)) @ v.T  # loss = sum(y)
+    dsc = p * (dp - (p * dp).sum(-1, keepdims=True))
+    dbk = (dsc.T @ q).sum(0)  # dL/dk = dsc^T q, summed over the keys for the bias
+    assert np.abs(dbk).max() < 1e-12 * np.abs(dsc.T @ q).max()  # the oracle: 0
+    res = api.diff_grad(a, b, selection=api.Selection(all=True), inputs=api.InputSpec(arrays={"x": x}))
+    rows = {r.pair.a.name: r for r in res.results}
+    bk = rows["bk_grad"]
+    assert bk.tolerance.metric == "sqnr" and bk.metrics.max_abs < 1e-5 and bk.passed, (bk.metrics, bk.tolerance)
+    assert all(rows[f"{n}_grad"].passed for n in ("Wq", "Wk", "Wv")) and res.verdict()[0] == "pass", res.verdict()
+    m = onnx.load(a)  # a gradient that really differs still fails: Wv doubled in A
+    m.graph.initializer[2].CopyFrom(numpy_helper.from_array(2 * numpy_helper.to_array(m.graph.initializer[2]), "Wv"))
+    onnx.save(m, tmp_path / "q2.onnx")
+    assert api.diff_grad(str(tmp_path / "q2.onnx"), b, inputs=api.InputSpec(arrays={"x": x})).verdict()[0] == "fail"

@@ -47,6 +47,12 @@ def rel_limits(dtype) -> tuple[float, float]:
 
 FLOAT32_ROUNDING = 2.0 ** -20  # a few float32 roundings (2^-24 each), with room: Tolerance.near_float32_threshold
 SCALE_FLOOR = 1e-2  # Tolerance.at_scale: a relative atol is never taken of less than this fraction of the run's scale
+# Tolerance.at_scale of an SQNR rule (diff --grad of a quantized or half-precision model): a pair whose max|a-b| is at
+# most this fraction of the run's scale passes, as the allclose rule's 1e-4 of its floor does: a gradient 0 in exact
+# arithmetic (an attention key bias under Softmax: 6.5e-19 in float64, ~3e-10 of float32 noise in each model, against
+# 1.5 for the largest weight gradient) is noise against noise, which SQNR >= 10 dB failed (a false FAIL of any
+# quantized transformer against its float original)
+NOISE_FLOOR = 1e-6
 METRICS = ("allclose", "max_abs", "mean_abs", "rmse", "max_rel", "cosine", "sqnr")
 
 
@@ -359,9 +365,14 @@ class Tolerance:
         """This rule for pairs judged together whose references' largest |values| are ``b_absmaxes``: with
         ``atol_relative``, its floor 1e-2 of the largest of them (a run's gradients: float32 rounding of the
         largest is ~1e-7 of it, and a gradient that is 0 in exact arithmetic rounds to noise of that size,
-        which its own max|b| would judge at cosine 0.25); else itself."""
+        which its own max|b| would judge at cosine 0.25), an SQNR rule's max|a-b| floor NOISE_FLOOR of it; else
+        itself."""
         finite = [v for v in b_absmaxes if math.isfinite(v)]
-        return replace(self, atol_floor=SCALE_FLOOR * max(finite)) if self.atol_relative and finite else self
+        if not (self.atol_relative and finite):
+            return self
+        if self.metric == "sqnr":  # scale-free, but for noise: a max|a-b| of at most NOISE_FLOOR of the run's scale passes
+            return replace(self, abs_floor=max(self.abs_floor or 0.0, NOISE_FLOOR * max(finite)))
+        return replace(self, atol_floor=SCALE_FLOOR * max(finite))
 
     @property
     def measured_rtol(self) -> float:
@@ -418,7 +429,9 @@ class Tolerance:
             "rmse": f"rmse <= {atol}{rel}",
             "max_rel": f"max rel <= {exact(self.rtol)}",
             "cosine": f"cosine >= {exact(self.min_cosine)}",
-            "sqnr": f"SQNR >= {exact(self.min_sqnr)} dB" + (f" or max|a-b| <= {exact(self.abs_floor)}" if self.abs_floor is not None else ""),
+            "sqnr": f"SQNR >= {exact(self.min_sqnr)} dB" + (
+                "" if self.abs_floor is None else f" or max|a-b| <= {self.abs_floor:.3g}" if self.atol_relative  # (at_scale's)
+                else f" or max|a-b| <= {exact(self.abs_floor)}"),
         }[self.metric]
 
 
