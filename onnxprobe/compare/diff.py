@@ -27,7 +27,8 @@ from onnxprobe.match.bodies import body_note, body_tensors, sealed_tensors
 from onnxprobe.match.concrete import match_for_inputs
 from onnxprobe.match.engine import DIFFERENT_FUNCTION, Matching, Pair, Unmatched
 from onnxprobe.match.observe import Observable
-from onnxprobe.stats.metrics import EXACT_INTEGERS, IntroducedError, PairMetrics, Tolerance, nothing_measured
+from onnxprobe.compare.unmeasured import nothing_measured
+from onnxprobe.stats.metrics import EXACT_INTEGERS, IntroducedError, PairMetrics, Tolerance
 from onnxprobe.text import as_typed, matches, quote, some
 from onnxprobe.types import forward_name
 

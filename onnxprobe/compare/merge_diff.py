@@ -19,7 +19,8 @@ from onnxprobe.errors import UsageError, settings_error
 from onnxprobe.types import UNPAIRED
 from onnxprobe.report.diff_dataset import DIFF_DATASET_SCHEMA
 from onnxprobe.stats.merge import check_identity, common_fields, refuse_shards_given_twice, sample_overlap
-from onnxprobe.stats.metrics import Tolerance, json_sqnr, mapped_not_compared, nothing_measured
+from onnxprobe.compare.unmeasured import mapped_not_compared, nothing_measured
+from onnxprobe.stats.metrics import Tolerance, json_sqnr
 from onnxprobe.stats.pooled import PairSums, dataset_fields, pool
 from onnxprobe.text import json_word
 

@@ -15,7 +15,8 @@ from onnxprobe.compare.sides import Side
 from onnxprobe.compare.uncompared import by_cause, nothing_compared, outputs_not_compared, uncompared, unmatched_order
 from onnxprobe.errors import UsageError, in_words, said, setting_error
 from onnxprobe.match.engine import OTHER_VALUES, Matching, Pair, Unmatched
-from onnxprobe.stats.metrics import IntroducedError, PairMetrics, Tolerance, mapped_not_compared
+from onnxprobe.compare.unmeasured import mapped_not_compared
+from onnxprobe.stats.metrics import IntroducedError, PairMetrics, Tolerance
 from onnxprobe.text import as_word, some
 from onnxprobe.types import DIFFERENT_FUNCTION, NO_NUMBERS, SORTS, UNPAIRED, forward_name
 

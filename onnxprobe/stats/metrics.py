@@ -29,8 +29,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from onnxprobe.errors import UsageError, in_words, said, setting_error, settings_error
-from onnxprobe.text import as_word, json_word, some
-from onnxprobe.types import MAP, element_count
+from onnxprobe.text import as_word, json_word
+from onnxprobe.types import element_count
 
 REL_TINY = float(np.finfo(np.float32).smallest_subnormal)  # float32's max_rel divisor floor (the graph's, a device's)
 
@@ -47,11 +47,8 @@ def rel_limits(dtype) -> tuple[float, float]:
 
 FLOAT32_ROUNDING = 2.0 ** -20  # a few float32 roundings (2^-24 each), with room: Tolerance.near_float32_threshold
 SCALE_FLOOR = 1e-2  # Tolerance.at_scale: a relative atol is never taken of less than this fraction of the run's scale
-# Tolerance.at_scale of an SQNR rule (diff --grad of a quantized or half-precision model): a pair whose max|a-b| is at
-# most this fraction of the run's scale passes, as the allclose rule's 1e-4 of its floor does: a gradient 0 in exact
-# arithmetic (an attention key bias under Softmax: 6.5e-19 in float64, ~3e-10 of float32 noise in each model, against
-# 1.5 for the largest weight gradient) is noise against noise, which SQNR >= 10 dB failed (a false FAIL of any
-# quantized transformer against its float original)
+# at_scale of an SQNR rule (diff --grad, quantized models): a max|a-b| of at most this fraction of the run's scale passes, as
+# allclose's 1e-4 of its floor: a key bias's gradient, 0 in exact arithmetic, is float32 noise on each side (3e-10 vs 1.5)
 NOISE_FLOOR = 1e-6
 METRICS = ("allclose", "max_abs", "mean_abs", "rmse", "max_rel", "cosine", "sqnr")
 
@@ -370,9 +367,9 @@ class Tolerance:
         finite = [v for v in b_absmaxes if math.isfinite(v)]
         if not (self.atol_relative and finite):
             return self
-        if self.metric == "sqnr":  # scale-free, but for noise: a max|a-b| of at most NOISE_FLOOR of the run's scale passes
-            return replace(self, abs_floor=max(self.abs_floor or 0.0, NOISE_FLOOR * max(finite)))
-        return replace(self, atol_floor=SCALE_FLOOR * max(finite))
+        sqnr = self.metric == "sqnr"  # scale-free, but for noise
+        return replace(self, **({"abs_floor": max(self.abs_floor or 0.0, NOISE_FLOOR * max(finite))} if sqnr else
+                                {"atol_floor": SCALE_FLOOR * max(finite)}))
 
     @property
     def measured_rtol(self) -> float:
@@ -429,9 +426,8 @@ class Tolerance:
             "rmse": f"rmse <= {atol}{rel}",
             "max_rel": f"max rel <= {exact(self.rtol)}",
             "cosine": f"cosine >= {exact(self.min_cosine)}",
-            "sqnr": f"SQNR >= {exact(self.min_sqnr)} dB" + (
-                "" if self.abs_floor is None else f" or max|a-b| <= {self.abs_floor:.3g}" if self.atol_relative  # (at_scale's)
-                else f" or max|a-b| <= {exact(self.abs_floor)}"),
+            "sqnr": f"SQNR >= {exact(self.min_sqnr)} dB" + ("" if self.abs_floor is None else " or max|a-b| <= " + (
+                f"{self.abs_floor:.3g}" if self.atol_relative else exact(self.abs_floor))),  # (at_scale's: 3 digits)
         }[self.metric]
 
 
@@ -450,23 +446,6 @@ def exact(v: float) -> str:
         if float(text) == v:
             return text
     return repr(float(v))
-
-
-def nothing_measured(shape, m: PairMetrics) -> str:
-    """Why a pair (of this shape) with no finite value pair has no metrics, in words."""
-    if shape is not None and 0 in shape:
-        return f"empty tensor (shape {'x'.join(str(d) for d in shape)}, 0 elements): nothing to compare"
-    if m.nonfinite_mismatch:
-        return f"NaN/Inf mismatch at {m.nonfinite_mismatch} position(s), and no finite pair to measure"
-    n = f"all {m.nonfinite_same} values are" if m.nonfinite_same else "every value is"
-    return f"no finite value: {n} NaN/Inf on both sides, at the same positions"
-
-
-def mapped_not_compared(mapped: list[tuple[str, str, str]]) -> str:
-    """The verdict's line for pairs given in --map (A's tensor, B's, why) that were not compared: the
-    user asked for each, so no pass is earned by the other pairs (``compare.result``, ``compare.merge_diff``)."""
-    names = some(mapped, form=lambda m: f"{m[0]!r} -> {m[1]!r} ({m[2]})")
-    return said(lambda say: f"{len(mapped)} of the pairs given in {say(MAP)} could not be compared: {names}")
 
 
 def _items(items: list[str] | None, flag: str) -> tuple[float | None, dict[str, float]]:
