@@ -93,3 +93,26 @@ def test_a_string_input_a_run_needs_is_still_refused_in_one_line(tmp_path):
     onnx.save(m, str(tmp_path / "c.onnx"))
     r = runner.invoke(app, ["mark", str(tmp_path / "c.onnx"), "-o", str(tmp_path / "o.onnx"), "--all"])
     assert r.exit_code == 2 and "string tensor" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.output
+
+
+def test_a_string_output_against_the_models_own_saved_values_is_listed_once_and_decides_nothing(tmp_path):
+    """`diff M --vs-npz` of M's own `layers --save`, M with a float output and a string one (an skl2onnx classifier's
+    label): the string output was observed as a saved tensor of A's, listed unmatched twice and failed the verdict
+    ('1 of the outputs could not be compared'). It is no numbers, listed once, and the float output decides."""
+    nodes = [helper.make_node("Relu", ["x"], ["probabilities"], name="relu"),
+             helper.make_node("ArgMax", ["x"], ["am"], name="am", axis=1, keepdims=0),
+             helper.make_node("Cast", ["am"], ["label"], name="cast", to=TensorProto.STRING)]
+    m = make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4])],
+                   [helper.make_tensor_value_info("label", TensorProto.STRING, [3]),
+                    helper.make_tensor_value_info("probabilities", TensorProto.FLOAT, [3, 4])])
+    path, saved = tmp_path / "m.onnx", tmp_path / "s.npz"
+    onnx.save(m, path)
+    runner = CliRunner()
+    assert runner.invoke(app, ["layers", str(path), "--save", str(saved)]).exit_code == 0
+    assert np.load(saved)["label"].dtype.kind == "U"  # the oracle: strings were saved
+    r = runner.invoke(app, ["diff", str(path), "--vs-npz", str(saved), "--json", "-"])
+    d = json.loads(r.stdout)
+    assert r.exit_code == 0 and d["verdict"] == "pass", r.output
+    listed = [u["name"] for u in d["unmatched_a"] + d["unmatched_b"] if u["name"] == "label"]
+    assert listed == ["label"], (d["unmatched_a"], d["unmatched_b"])
+    assert [p["a"] for p in d["pairs"]] == ["probabilities"] or [p.get("key") for p in d["pairs"]] == ["probabilities"], d["pairs"]

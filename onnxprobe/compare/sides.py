@@ -198,7 +198,9 @@ def own_tensors(side: Side, names) -> Side:
     proto = side.model.proto
     sites = {t: s for s in walk(proto) if not s.chain for t in s.node.output if t}
     types, outputs = value_types(proto), {o.name for o in proto.graph.output}
-    taken = [n for n in names if n in sites]
+    # (a string tensor, a sequence stays what it is, no numbers: observed, it was unmatched twice and failed the verdict)
+    no_numbers = {o.name for o in side.observation.no_numbers}
+    taken = [n for n in names if n in sites and n not in no_numbers]
     floats = {o.probe: o for o in side.observation.observables if o.kind == "float"}
     own = [floats.get(n) or Observable(key=n, name=n, probe=n, node=sites[n].name, node_named=bool(sites[n].node.name),
                                        op_type=sites[n].node.op_type, effective_op=sites[n].node.op_type, index=sites[n].index,

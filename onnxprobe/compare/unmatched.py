@@ -34,7 +34,7 @@ def saved_non_numbers(a: Side, b: Side) -> list[Unmatched]:
     leaves them out of its observables, which are measured; they were dropped without a word)."""
     if not isinstance(b.runner, NpzRunner):
         return []
-    seen = {n for o in a.observation.observables + b.observation.observables for n in (o.name, o.key)}
+    seen = {n for o in a.observation.observables + b.observation.observables + a.observation.no_numbers for n in (o.name, o.key)}
     names = [n for n in b.runner.arrays if n not in seen]
     why = b.runner.unobservable(names)
     return [Unmatched(Observable(key=n, name=n, probe=n, node="", op_type="?", effective_op="?", index=1 << 30 | k,
