@@ -115,3 +115,25 @@ def test_an_input_made_random_is_not_said_to_be_missing_from_the_file(tmp_path):
     assert "not in" not in r.output and "x ← random" in r.output, r.output
     r = _debug(tmp_path, [path], [f"inputs {tmp_path / 'z.npz'}", "run"])
     assert "input x: not in" in r.output and "so seeded random data" in r.output, r.output
+
+
+def test_save_all_leaves_out_an_output_that_is_no_tensor(tmp_path):
+    """A classifier's ZipMap output (a sequence of maps) is a default probe of the debugger: `save all` wrote nothing
+    ('output_probability: no value (a tensor whose type is unknown)', exit 1) where layers --save skips it with a note;
+    `show` said the same. It is left out, and said to be a sequence."""
+    seq = helper.make_sequence_type_proto(helper.make_map_type_proto(TensorProto.INT64, helper.make_tensor_type_proto(TensorProto.FLOAT, [])))
+    nodes = [helper.make_node("Softmax", ["x"], ["p"], name="sm", axis=1),
+             helper.make_node("ArgMax", ["x"], ["label"], name="am", axis=1, keepdims=0),
+             helper.make_node("ZipMap", ["p"], ["probs"], name="zm", domain="ai.onnx.ml", classlabels_int64s=[0, 1, 2])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                          [helper.make_tensor_value_info("label", TensorProto.INT64, [2]), helper.make_value_info("probs", seq)])
+    path = tmp_path / "zm.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 1)]), path)
+    out = tmp_path / "all.npz"
+    r = _debug(tmp_path, [str(path)], ["run", f"save all {out}"])
+    assert "probs left out: a sequence, not a tensor" in r.output, r.output
+    assert sorted(np.load(out).files) == ["label"]
+    f = tmp_path / "s2.txt"
+    f.write_text("show probs\n")
+    r = runner.invoke(app, ["debug", str(path), "--script", str(f)], env=ENV)
+    assert r.exit_code == 1 and "probs: a sequence, not a tensor" in r.stderr and "Traceback" not in r.output, r.output

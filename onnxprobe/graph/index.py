@@ -16,6 +16,7 @@ from onnxprobe.graph.model import Model
 from onnxprobe.graph.ops import OP_ABBREVIATIONS
 from onnxprobe.graph.select import ambiguous_node, index_or_name, shared_names, shared_node_names
 from onnxprobe.graph.shapes import dtype_name, static_shape, value_types
+from onnxprobe.graph.summary import non_tensor_outputs
 from onnxprobe.graph.tensor_data import to_array
 from onnxprobe.graph.walk import all_graphs, constant_tensors, walk
 from onnxprobe.text import as_typed, matches
@@ -86,6 +87,8 @@ class GraphIndex:
                 self.sparse.setdefault(sp.values.name, sp)
         self.inputs = [i.name for i in model.inferred.graph.input if i.name not in self.initializers and i.name not in self.sparse]
         self.outputs = [o.name for o in model.inferred.graph.output]
+        # outputs that are no tensors ('a sequence': a ZipMap's), with what each is: no values to show or save
+        self.no_tensors = non_tensor_outputs(model.inferred)
         outputs = set(self.outputs)
 
         def ref(name: str, site=None, index: int = -1, kind: str = "node") -> TensorRef:

@@ -212,6 +212,9 @@ class State(Feeding):
                         r.keep_raw(n, res.arrays[n], limit)
                     elif refs[n].scope:  # carried out of a body that did not run: no value of its own
                         r.not_run.add(n)
+                    elif n in t.index.no_tensors:
+                        raise UsageError(f"{n}: {t.index.no_tensors[n]}, not a tensor: no values to show or save "
+                                         "(onnxprobe probes tensors only)")
                     else:
                         raise UsageError(f"{n}: no value (a tensor whose type is unknown)")
                 for n, s in res.shapes.items():

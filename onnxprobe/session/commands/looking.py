@@ -207,6 +207,8 @@ def cmd_save(env: Env, args: list[str]):
         if suffix != ".npz":
             raise bad("save", "save all writes an .npz file")
         names = list(t.probes) + [o for o in t.index.outputs if o in t.index.refs and o not in set(t.probes)]
+        skipped = [n for n in names if n in t.index.no_tensors]  # a ZipMap's sequence: as layers --save skips it
+        names = [n for n in names if n not in t.index.no_tensors]
         saved = {"tensors": 0, "bytes": 0}
 
         def runs():  # written as they come, as layers --save does: at most --max-memory of them alive at once
@@ -220,6 +222,7 @@ def cmd_save(env: Env, args: list[str]):
             api.save_npz(runs(), path)
         left = len(names) - saved["tensors"]
         idle = f"; {left} that did not run on these inputs (If branches not taken, loops of no iteration) left out" if left else ""
+        idle += "".join(f"; {n} left out: {t.index.no_tensors[n]}, not a tensor" for n in skipped)
         return f"saved {plural(saved['tensors'], 'tensor')} ({human_bytes(saved['bytes'])}) to {path}{idle}"
     name, _ = resolve_tensor(t, what)
     value = env.state.ensure_values(t, [name])[name]
