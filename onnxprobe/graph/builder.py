@@ -168,6 +168,23 @@ def default_opset(model: onnx.ModelProto) -> int:
     return opset_version(model, "", 1)
 
 
+NO_IMPORT_OPSET = 17  # the ai.onnx opset statistics nodes take in a model that imports none (ai.onnx.ml alone)
+
+
+def stats_opset(model: onnx.ModelProto) -> int:
+    """The ai.onnx opset that nodes added to ``model`` are made for: its own, or NO_IMPORT_OPSET where it imports
+    none (an skl2onnx model of ai.onnx.ml ops alone was 'opset 1', which predates the statistics' IsNaN, and no
+    converter takes it anywhere); the caller then adds that import (``add_stats_import``)."""
+    return opset_version(model, "", NO_IMPORT_OPSET)
+
+
+def add_stats_import(original: onnx.ModelProto, out: onnx.ModelProto) -> None:
+    """``out``, a copy of ``original`` with nodes added, imports the ai.onnx opset those nodes were made for where
+    ``original`` imports none: no node of the model is of that domain, so none reads otherwise."""
+    if opset_version(original, "") is None and opset_version(out, "") is None:
+        out.opset_import.append(helper.make_opsetid("", NO_IMPORT_OPSET))
+
+
 def np_dtype(elem: int) -> np.dtype:
     return np.dtype(helper.tensor_dtype_to_np_dtype(elem))
 

@@ -22,7 +22,7 @@ import onnx
 from onnx import TensorProto, helper
 
 from onnxprobe.errors import ModelError
-from onnxprobe.graph.builder import all_names, default_opset, rename_output
+from onnxprobe.graph.builder import add_stats_import, all_names, rename_output, stats_opset
 from onnxprobe.graph.carried_types import (
     laid_out, loop_depth, loosen, rank_only, retyped, stacks, with_leading_dim, with_leading_dims,
 )
@@ -35,7 +35,7 @@ from onnxprobe.graph.summary import all_types, not_a_tensor, sparse_values
 from onnxprobe.graph.walk import NodeSite, all_graphs, walk
 from onnxprobe.types import Probe, TensorRef
 
-__all__ = ["expose", "unsure_stack", "default_opset", "STATS_PREFIX", "SHAPE_PREFIX", "RAW_PREFIX"]
+__all__ = ["expose", "unsure_stack", "STATS_PREFIX", "SHAPE_PREFIX", "RAW_PREFIX"]
 
 STATS_PREFIX = "onnxprobe.stats:"
 SHAPE_PREFIX = "onnxprobe.shape:"
@@ -159,7 +159,7 @@ def expose(
     every other form keeps them."""
     known = known or {}
     warnings = warnings if warnings is not None else []
-    opset = default_opset(model)
+    opset = stats_opset(model)
     host_stats = stats and opset < MIN_OPSET
     if host_stats:
         stats, raw = _stats_on_host(opset, warnings)
@@ -191,6 +191,8 @@ def expose(
         probes.append(probe)
     for b in rw.builders.values():
         b.interleave()
+    if rw.builders:
+        add_stats_import(model, rw.out)
     return rw.out, probes
 
 

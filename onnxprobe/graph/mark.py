@@ -22,7 +22,8 @@ from dataclasses import dataclass
 import onnx
 
 from onnxprobe.errors import OpsetTooOld
-from onnxprobe.graph.expose import default_opset, expose, unsure_stack
+from onnxprobe.graph.builder import default_opset, stats_opset
+from onnxprobe.graph.expose import expose, unsure_stack
 from onnxprobe.graph.stats_nodes import MIN_OPSET
 from onnxprobe.graph.summary import all_types, known
 from onnxprobe.graph.walk import in_if_branch, walk
@@ -50,8 +51,8 @@ def _copy(model: onnx.ModelProto) -> onnx.ModelProto:
 def mark(model: onnx.ModelProto, refs: list[TensorRef], *, stats: bool = False,
          warnings: list[str] | None = None) -> tuple[onnx.ModelProto, list[Marked]]:
     warnings = warnings if warnings is not None else []
-    if stats and default_opset(model) < MIN_OPSET:  # expose would hand the raw tensors to a host that a written model lacks
-        raise OpsetTooOld(f"--stats needs opset {MIN_OPSET} or later (IsNaN, Where; the model's is {default_opset(model)}): "
+    if stats and stats_opset(model) < MIN_OPSET:  # expose would hand the raw tensors to a host that a written model lacks
+        raise OpsetTooOld(f"--stats needs opset {MIN_OPSET} or later (IsNaN, Where; the model's is {stats_opset(model)}): "
                           "mark the raw tensors (without --stats), or convert the model to a newer opset first", MIN_OPSET)
     before = {o.name for o in model.graph.output}
     out, probes = expose(model, refs, stats=stats, shapes=False, raw=not stats, warnings=warnings, extremes=False)
