@@ -116,3 +116,32 @@ def test_a_string_output_against_the_models_own_saved_values_is_listed_once_and_
     listed = [u["name"] for u in d["unmatched_a"] + d["unmatched_b"] if u["name"] == "label"]
     assert listed == ["label"], (d["unmatched_a"], d["unmatched_b"])
     assert [p["a"] for p in d["pairs"]] == ["probabilities"] or [p.get("key") for p in d["pairs"]] == ["probabilities"], d["pairs"]
+
+
+def test_grad_of_a_classifier_names_the_float_output_to_pick_or_says_there_is_none(tmp_path):
+    """An skl2onnx classifier's label comes first: grad said 'gradients need a float output (pick one: --loss-output)'
+    naming none; with a ZipMap there is no float tensor output, and the sequence's refusal advised the int64 label,
+    which the first refusal had just refused."""
+    seq = helper.make_sequence_type_proto(helper.make_map_type_proto(TensorProto.INT64, helper.make_tensor_type_proto(TensorProto.FLOAT, [])))
+    runner = CliRunner()
+    for zipmap in (False, True):
+        nodes = [helper.make_node("Softmax", ["x"], ["probabilities"], name="sm", axis=1),
+                 helper.make_node("ArgMax", ["x"], ["label"], name="am", axis=1, keepdims=0)]
+        outputs = [helper.make_tensor_value_info("label", TensorProto.INT64, [3])]
+        if zipmap:
+            nodes.append(helper.make_node("ZipMap", ["probabilities"], ["probs"], name="zm", domain="ai.onnx.ml", classlabels_int64s=[0, 1, 2, 3]))
+            outputs.append(helper.make_value_info("probs", seq))
+        else:
+            outputs.append(helper.make_tensor_value_info("probabilities", TensorProto.FLOAT, [3, 4]))
+        g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4])], outputs)
+        path = tmp_path / f"c{int(zipmap)}.onnx"
+        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 1)]), path)
+        r = runner.invoke(app, ["grad", str(path)])
+        assert r.exit_code == 2 and len(r.stderr.strip().splitlines()) == 1, r.output
+        if not zipmap:
+            assert "(pick one: --loss-output probabilities)" in r.stderr, r.stderr
+            assert runner.invoke(app, ["grad", str(path), "--loss-output", "probabilities"]).exit_code == 0
+            continue
+        assert "no other float tensor output" in r.stderr, r.stderr
+        r = runner.invoke(app, ["grad", str(path), "--loss-output", "probs"])
+        assert r.exit_code == 2 and "the model has no float tensor output" in r.stderr and "label" not in r.stderr, r.stderr

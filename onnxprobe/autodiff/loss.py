@@ -94,8 +94,12 @@ def attach_loss(model: onnx.ModelProto, output: str, kind: str, *, extra: np.nda
         yshape = tuple(shape)
     if elem is not None and elem not in FLOAT_TYPES:
         kind_name = TensorProto.DataType.Name(elem).lower()
-        raise settings_error(UsageError, lambda say: f"output {output!r} is {kind_name}; gradients need a float output "
-                             f"(pick one: {say(('output', '--loss-output'))})")
+        # the outputs to pick from, by name (an skl2onnx classifier's label comes first, its probabilities after it)
+        floats = [o.name for o in model.graph.output if o.name != output and o.type.HasField("tensor_type")
+                  and o.type.tensor_type.elem_type in FLOAT_TYPES]
+        raise settings_error(UsageError, lambda say: f"output {output!r} is {kind_name}; gradients need a float output " + (
+            f"(pick one: {say(('output', '--loss-output'))} {', '.join(floats)})" if floats else
+            "and the model has no other float tensor output: no loss to differentiate"))
     elem = elem or TensorProto.FLOAT
     dtype = np_dtype(elem)
     b = GraphBuilder(names, opset, scope="onnxprobe.loss", doc=f"onnxprobe loss ({kind}) of {output}", strict=True)
