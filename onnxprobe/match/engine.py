@@ -24,6 +24,7 @@ from onnxprobe.match.folds import folded_elsewhere
 from onnxprobe.match.observe import Observable, scoped_hint, stem
 from onnxprobe.match.ops import canonical, compatible, function_op
 from onnxprobe.match.pairs import Matching, Pair, Unmatched, shape_words, shapes_agree  # noqa: F401
+from onnxprobe.match.readers import pair_by_readers
 from onnxprobe.match.refused import named_other, refuse
 from onnxprobe.match.state import MatchState, alike, shared_weights  # noqa: F401
 from onnxprobe.match.weights import near_weights
@@ -44,6 +45,7 @@ def match(obs_a: list[Observable], obs_b: list[Observable], user_map: dict[str, 
     _pair_by_weights_and_reads(st)
     _align_structurally(st)
     _undo_contradicted(st)
+    pair_by_readers(st)
     _say_refused(st)
     _say_unpaired_branches(st)
     return _matching(st)
