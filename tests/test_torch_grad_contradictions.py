@@ -101,3 +101,19 @@ def test_losses_that_differ_never_pass(exports):
     assert all(r.passed for r in res.results if r.metrics is not None)
     verdict, why = res.verdict()
     assert verdict == "fail" and "the losses differ" in why, (verdict, why)
+
+
+def test_a_weight_of_other_values_marks_no_backward_step_where_the_losses_barely_move(exports, tmp_path):
+    """One Conv output channel 0.1 % off: the losses differ by less than their rounding allows (no 'losses differ'
+    note), yet the forward passes disagree, which the weight's other values say: a gradient after it (the fc's) was
+    marked as where the error starts, a backward step that is right. None is marked; a note says why."""
+    def nudge(v: np.ndarray) -> np.ndarray:
+        v[0] = v[0] * 1.001
+        return v
+
+    broken = _changed(exports("cnn", "dynamo"), tmp_path / "broken.onnx", "features.0.conv.weight", nudge)
+    res = api.diff_grad_torch(broken, f"{FILE}:cnn")
+    assert not res.grad["forward_differs"] and res.grad["weights_differ"], res.grad  # the losses within rounding
+    assert res.verdict()[0] == "fail" and any(r.passed is False for r in res.results), res.verdict()
+    assert res.first_failure is None
+    assert any("weights hold other values than the torch parameters" in n and "features.0.conv.weight" in n for n in res.notes), res.notes

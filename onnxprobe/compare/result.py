@@ -241,7 +241,8 @@ def gradient_origin(res: "DiffResult") -> None:
     forward order, not the first (which is the model's input for any error). When the losses differ
     (``res.grad['forward_differs']``) the error starts in the forward pass, which no gradient pair shows:
     none is marked (a changed conv weight blamed the Gemm weight's gradient after it, a right step)."""
-    differs = bool((getattr(res, "grad", None) or {}).get("forward_differs"))
+    grad = getattr(res, "grad", None) or {}
+    differs = bool(grad.get("forward_differs") or grad.get("weights_differ"))  # (a torch parameter's other values)
     res.first_failure = None if differs else next((r for r in reversed(res.results) if r.passed is False), None)
 
 
