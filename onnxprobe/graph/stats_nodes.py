@@ -50,6 +50,8 @@ UNSUPPORTED_STATS_DTYPES = {TensorProto.STRING, TensorProto.UNDEFINED}
 EXACT_IN_DOUBLE = INTEGER_TYPES
 WIDE_INTS = {TensorProto.INT64: TensorProto.INT64, TensorProto.UINT64: TensorProto.UINT64}  # past float64's 53 bits
 MIN_OPSET = 9  # IsNaN and Where
+# a tensor of more elements is summarised in the block form a slice at a time (StatsBuilder._chunked): 16 MiB of float32
+CHUNK_ELEMENTS = 1 << 22
 TINY32 = np.float32(1.4e-45)  # the smallest float32 subnormal: a half-range that is 0 divides by this
 
 __all__ = ["StatsBuilder", "block_size", "IDENTITY_ROW", "ROW_WIDTH", "UNSUPPORTED_STATS_DTYPES", "MIN_OPSET"]
@@ -105,10 +107,10 @@ class StatsBuilder(GraphBuilder):
         f, axes, row, elem = self._prepared(x, elem_type, shape)
         block = block_size(shape) if elem == TensorProto.FLOAT else None
         if block:
-            return self.block_parts(f, x, block, extras), None, block
+            return self.block_parts(f, x, block, extras, element_count(shape)), None, block
         return (*self._fast_parts(f, x, axes, row, elem, self._int_centered(x, f, elem_type)), 0)
 
-    def block_parts(self, f: str, b: str, block: int, extras: bool = True) -> str:
+    def block_parts(self, f: str, b: str, block: int, extras: bool = True, count: int | None = None) -> str:
         """The float32 tensor ``f`` as rows of ``block`` elements, each reduced to ``BLOCK_PARTS`` (its
         extremes, its mean m_b, Σ(x - m_b), Σ(x - m_b)², Σ|x|, its count of zeros): one [7 k, 1] output,
         merged on the host in float64 (``TensorStats.from_blocks``). About each block's own mean, the
@@ -117,8 +119,26 @@ class StatsBuilder(GraphBuilder):
         float64 reductions, no outer sums in the graph (PP-OCRv4 det 800x608, layers --all: 6,094 -> 4,741
         nodes; measured on a prototype, interleaved: session 0.24 -> 0.16 s, first run 0.46 -> 0.27 s).
         ``extras`` False: without Σ|x| and the zero count (``BLOCK_CORE``, [5 k, 1]; five nodes fewer: what the
-        layers table shows needs neither; a [3600, 256] float32 tensor's kernels 0.56 -> 0.30 ms)."""
+        layers table shows needs neither; a [3600, 256] float32 tensor's kernels 0.56 -> 0.30 ms). A tensor of more
+        than CHUNK_ELEMENTS (``count``) is summarised a slice of its rows at a time (``_chunked``)."""
         x = self.node("Reshape", [f, self.const(np.array([-1, block], np.int64))], f"{b}.blocks")
+        if count is not None and count > CHUNK_ELEMENTS:
+            return self._chunked(x, b, block, extras, count)
+        return self.node("Concat", self._block_part_list(x, b, extras), f"{b}.blockparts", axis=0)
+
+    def _chunked(self, x: str, b: str, block: int, extras: bool, count: int) -> str:
+        """``block_parts`` of the [k, block] rows ``x`` a slice of at most CHUNK_ELEMENTS at a time, each part's
+        slices concatenated in row order (the layout the host merges): a slice's x - m and its square are the only
+        temporaries, where the whole tensor's were two of its size beside it (a [1, 64, 1024, 1024] activation's
+        statistics took 512 MB more than the model, `layers` 2.05x plain inference's peak memory)."""
+        k, rows = count // block, max(1, CHUNK_ELEMENTS // block)
+        each = [self._block_part_list(self.slice(x, [s], [min(k, s + rows)], [0]), f"{b}.c{s // rows}", extras)
+                for s in range(0, k, rows)]
+        parts = [self.node("Concat", [c[i] for c in each], f"{b}.part{i}", axis=0) for i in range(len(each[0]))]
+        return self.node("Concat", parts, f"{b}.blockparts", axis=0)
+
+    def _block_part_list(self, x: str, b: str, extras: bool) -> list[str]:
+        """The [rows, 1] parts of ``block_parts`` of the [rows, block] tensor ``x``, in the layout's order."""
         lo = self.red("ReduceMin", x, f"{b}.bmin", axes=[1])
         hi = self.red("ReduceMax", x, f"{b}.bmax", axes=[1])
         m = self.red("ReduceMean", x, f"{b}.bmean", axes=[1])
@@ -130,7 +150,7 @@ class StatsBuilder(GraphBuilder):
         if extras:
             parts["sumabs"] = self.red("ReduceSum", self.node("Abs", [x], f"{b}.babs"), f"{b}.bsumabs", axes=[1])
             parts["zeros"] = self.red("ReduceSum", self._is_zero(x, f"{b}.bz"), f"{b}.bzeros", axes=[1])
-        return self.node("Concat", [parts[k] for k in (BLOCK_PARTS if extras else BLOCK_CORE)], f"{b}.blockparts", axis=0)
+        return [parts[k] for k in (BLOCK_PARTS if extras else BLOCK_CORE)]
 
     def _is_zero(self, x: str, base: str) -> str:
         """x == 0 (float32) as 1.0 or 0.0 in float32, for a count of zeros. Equal (float inputs from opset 11) is
