@@ -17,6 +17,7 @@ import numpy as np
 SUB = 32
 _OFFSET = 1100  # above float64's most negative exponent (-1074), so every magnitude code is positive
 MAX_CODE = (1025 + _OFFSET) * SUB  # the largest magnitude code a float64 can have (frexp's exponent <= 1024)
+CHUNK = 1 << 20  # Histogram.from_array's values at a time
 
 
 @dataclass
@@ -25,16 +26,26 @@ class Histogram:
 
     @classmethod
     def from_array(cls, a: np.ndarray) -> "Histogram":
-        x = np.asarray(a, dtype=np.float64).reshape(-1)
-        x = x[np.isfinite(x)]
-        if x.size == 0:
-            return cls()
-        m, e = np.frexp(np.abs(x))  # |x| = m * 2**e, m in [0.5, 1)
-        sub = np.minimum(((m - 0.5) * 2 * SUB).astype(np.int64), SUB - 1)
-        mag = (e.astype(np.int64) + _OFFSET) * SUB + sub + 1
-        codes = np.where(x == 0, 0, np.where(x < 0, -mag, mag))
-        u, c = np.unique(codes, return_counts=True)
-        return cls({int(k): int(v) for k, v in zip(u, c)})
+        """The histogram of ``a``'s finite values, CHUNK of them at a time, a float32 one in float32 (its mantissa
+        and exponent are float64's, exactly): a tensor's whole float64 copy, its codes and their sort took ~13 bytes
+        a byte of it (a dataset's 128 MB tensors peaked at 3.2 GB beside 393 MB of plain inference)."""
+        flat = np.asarray(a).reshape(-1)
+        dtype = flat.dtype if flat.dtype in (np.float32, np.float64) else np.float64
+        counts: dict[int, int] = {}
+        for start in range(0, flat.size, CHUNK):
+            x = flat[start:start + CHUNK].astype(dtype, copy=False)
+            x = x[np.isfinite(x)]
+            if not x.size:
+                continue
+            m, e = np.frexp(np.abs(x))  # |x| = m * 2**e, m in [0.5, 1)
+            sub = np.minimum(((m - 0.5) * (2 * SUB)).astype(np.int64), SUB - 1)
+            mag = (e.astype(np.int64) + _OFFSET) * SUB + sub + 1
+            codes = np.where(x == 0, 0, np.where(x < 0, -mag, mag))
+            low = int(codes.min())
+            got = np.bincount(codes - low)  # at most 2 MAX_CODE + 1 bins: a count, not a sort
+            for k in np.flatnonzero(got):
+                counts[int(k) + low] = counts.get(int(k) + low, 0) + int(got[k])
+        return cls(dict(sorted(counts.items())))
 
     def merge(self, other: "Histogram") -> "Histogram":
         out = dict(self.counts)
