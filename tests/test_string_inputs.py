@@ -145,3 +145,13 @@ def test_grad_of_a_classifier_names_the_float_output_to_pick_or_says_there_is_no
         assert "no other float tensor output" in r.stderr, r.stderr
         r = runner.invoke(app, ["grad", str(path), "--loss-output", "probs"])
         assert r.exit_code == 2 and "the model has no float tensor output" in r.stderr and "label" not in r.stderr, r.stderr
+
+
+def test_a_string_tensors_row_says_no_statistics_or_empty():
+    """A string tensor's row read 'no statistics' (not in the README's list) also when it held no element, where a
+    number tensor's reads 'empty'."""
+    from onnxprobe.stats.status import values_status
+
+    assert values_status(None, (5,)) == "no statistics"
+    assert values_status(None, (0,)) == "empty" and values_status(None, (2, 0)) == "empty"
+    assert values_status(None, (0,), not_observed="fused") == "not observed" and values_status(0, (0,)) == "empty"
