@@ -455,9 +455,12 @@ def _sums(v: dict, shape: tuple[int, ...], sample: int, light: bool = False) -> 
     # (``sum_error`` of Σa² + Σb² + Σ(a-b)²) over 2 |Σab| is the cosine's error; past COSINE_ERROR, the
     # host measures the pair (a = 1e-6 b read cosine 0.976, not 1; a = 0.01 b over rows of 1000, 0.999874)
     # (a side all zeros leaves nothing to cancel: Σab is 0, and Σ(a-b)² the other side's Σ, exactly)
-    if not light and v["aa"] > 0 and v["bb"] > 0 and \
-            (v["aa"] + v["bb"] + v["dd"]) * sum_error(shape) > COSINE_ERROR * abs(2 * ab):
-        return None
+    # The rows' drift is alike for a and b (values alike round alike), so it cancels in the cosine but for how far
+    # Σab cancels: the ratio past 1 (a = b: none; a = 0.01 b: 98), beside the squares' own rounding
+    if not light and v["aa"] > 0 and v["bb"] > 0:
+        ratio = (v["aa"] + v["bb"] + v["dd"]) / abs(2 * ab) if ab else math.inf
+        if sum_error(shape) * (ratio - 1) + 1e-7 * ratio > COSINE_ERROR:
+            return None
     return PairSums.one(sample, shape, count=size, max_abs=v["max_abs"], argmax=v["argmax"], b_absmax=v["b_absmax"],
                         excess=v["excess"], max_rel=v["max_rel"], sum_abs=v["sum_abs"], dd=v["dd"], aa=v["aa"],
                         bb=v["bb"], ab=ab, light=light)
