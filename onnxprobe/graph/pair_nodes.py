@@ -27,7 +27,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from onnxprobe.graph.stats_nodes import StatsBuilder, suffix_axes
+from onnxprobe.graph.stats_nodes import CHUNK_ELEMENTS, StatsBuilder, suffix_axes
 from onnxprobe.stats.metrics import REL_TINY
 from onnxprobe.types import element_count
 
@@ -70,6 +70,10 @@ class PairBuilder(StatsBuilder):
         argmax (``EXTRAS``, the module doc): the argmax is None."""
         flat = lambda: self.const(np.array([-1], np.int64))  # noqa: E731  (made once, where a row reshapes)
         key = a
+        whole = sizes if sizes is not None and len(sizes) == len(shape) else shape
+        if shape and self.opset >= 10 and all(isinstance(s, (int, np.integer)) and s > 0 for s in whole) \
+                and element_count(whole) > CHUNK_ELEMENTS:
+            return self._chunked(a, b, tuple(int(s) for s in whole), rtol, base, light, extras)
         if not shape:  # scalars: as [1]
             a, b, shape, sizes = (self.node("Reshape", [a, flat()], f"{base}.a1"), self.node("Reshape", [b, flat()], f"{base}.b1"),
                                   (1,), (1,))
@@ -114,6 +118,51 @@ class PairBuilder(StatsBuilder):
             return done(max_abs)
         absb = self.node("Abs", [self.node("Reshape", [b, flat()], f"{base}.b_flat") if flats else b], f"{base}.absb")
         return done(self.maxima(ad_flat, absb, max_abs, rtol, base, extras))
+
+    def _chunked(self, a: str, b: str, shape: tuple[int, ...], rtol: float, base: str, light: bool, extras: bool) -> "RowHead":
+        """``row_head`` of a pair of more than CHUNK_ELEMENTS elements, a slice of the rows of its partial sums at a time:
+        a slice's a - b, |a - b| and squares are the row's only temporaries (whole, they were the tensors' size, several at
+        once: a diff of 128-256 MB activations peaked at 3x plain inference). Each slice's maxima, their maximum; the
+        argmax the slice's of the largest max |d| (the first), plus where that slice starts; the partial sums the
+        slices', in row order (the layout ``row_sums`` sums)."""
+        axes, row = suffix_axes(shape)
+        rows, per = element_count(shape) // row, max(1, CHUNK_ELEMENTS // row)
+        two = self.const(np.array([-1, row], np.int64))
+        a2, b2 = (self.node("Reshape", [t, two], f"{base}.{tag}2") for t, tag in ((a, "a"), (b, "b")))
+        aa = a not in self._summed
+        self._summed.add(a)
+        tags = ["dd", "bb", *(["aa"] if aa else []), *(["sum_abs"] if extras else [])]
+        maxima, args, parts, to64 = [], [], {t: [] for t in tags}, True
+        for k, start in enumerate(range(0, rows, per)):
+            c = f"{base}.c{k}"
+            ac, bc = self.slice(a2, [start], [min(rows, start + per)], [0]), self.slice(b2, [start], [min(rows, start + per)], [0])
+            d = self.node("Sub", [ac, bc], f"{c}.d")
+            ad = self.node("Abs", [d], f"{c}.ad")
+            ad_flat = self.node("Reshape", [ad, self.const(np.array([-1], np.int64))], f"{c}.ad_flat")
+            arg = self.node("ArgMax", [ad_flat], f"{c}.argmax", axis=0, keepdims=1)
+            most = self.node("Gather", [ad_flat, arg], f"{c}.max_abs", axis=0)
+            terms = [("ReduceSumSquare", d, "dd"), ("ReduceSumSquare", bc, "bb"), *([("ReduceSumSquare", ac, "aa")] if aa else []),
+                     *([("ReduceSum", ad, "sum_abs")] if extras else [])]
+            got, to64 = self._parts(terms, c, [1], row)
+            for t, p in zip(tags, got):
+                parts[t].append(p)
+            if not light:
+                absb = self.node("Abs", [self.node("Reshape", [bc, self.const(np.array([-1], np.int64))], f"{c}.b_flat")], f"{c}.absb")
+                most = self.maxima(ad_flat, absb, most, rtol, c, extras)
+            maxima.append(self.unsqueeze(most, [0]))  # [1, W]
+            args.append(arg)
+        stacked = self.node("Concat", maxima, f"{base}.maxima_chunks", axis=0)  # [slices, W]
+        out = self.red("ReduceMax", stacked, f"{base}.maxima", axes=[0], keepdims=0)
+        argmax = None
+        if extras:  # the first slice of the largest max |d|, and the place of it there
+            firsts = self.node("Gather", [stacked, self.const(np.array([0], np.int64))], f"{base}.max_abs_chunks", axis=1)
+            which = self.node("ArgMax", [self.node("Reshape", [firsts, self.const(np.array([-1], np.int64))], f"{base}.max_abs_flat")],
+                              f"{base}.slice", axis=0, keepdims=1)
+            local = self.node("Gather", [self.node("Concat", args, f"{base}.argmaxes", axis=0), which], f"{base}.local", axis=0)
+            argmax = self.node("Add", [local, self.node("Mul", [which, self.const(np.array([per * row], np.int64))], f"{base}.start")],
+                               f"{base}.argmax")
+        joined = {t: self.node("Concat", ps, f"{base}.{t}.slices", axis=0) if len(ps) > 1 else ps[0] for t, ps in parts.items()}
+        return RowHead(out, argmax, joined, to64, base)
 
     def maxima(self, ad: str, absb: str, max_abs: str, rtol: float, base: str, extras: bool, axes: list[int] | None = None,
                axis: int = 0) -> str:
