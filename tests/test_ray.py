@@ -306,3 +306,17 @@ def test_a_local_run_writes_nothing_in_home_and_ends_on_sigterm_as_any_run(tmp_p
         _, err = proc.communicate(timeout=120)
         assert (proc.returncode, err) == (143, ""), (moment, proc.returncode, err[-3000:])
         assert not any("ray" in c.lower() for c in _under(proc.pid).values())
+
+
+def test_a_worker_whose_set_up_failed_says_why():
+    """An actor whose creation raised (the model not at its path on that node, onnxprobe not installed there) was 'the
+    worker process died (ActorDiedError)': Ray keeps the error's text alone, whose last line names it."""
+    from ray.exceptions import RayActorError
+
+    from onnxprobe.runtime.ray_pool import _one_line
+
+    failed = RayActorError(None, "The actor died because of an error raised in its creation task, ray::OnnxprobeWorker."
+                                 "__init__() (pid=1, ip=10.0.0.1)\n  File \"x.py\", line 1\nonnxprobe.errors.ModelError: "
+                                 "/data/m.onnx: no such file", True)
+    assert str(_one_line(failed)) == "its set-up failed: onnxprobe.errors.ModelError: /data/m.onnx: no such file"
+    assert str(_one_line(RayActorError(None, "The actor died unexpectedly", False))) == "the worker process died (RayActorError)"

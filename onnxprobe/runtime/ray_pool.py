@@ -233,6 +233,10 @@ def _one_line(e: BaseException) -> BaseException:
         cause = getattr(e, "cause", None)
         return cause if isinstance(cause, BaseException) else ExecutionError(first_line(e))
     if isinstance(e, RayActorError):
+        if getattr(e, "actor_init_failed", False):  # its set-up raised (the model not at its path on that node,
+            # onnxprobe not installed there): Ray keeps the error's text alone, its last line naming it
+            said = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+            return ExecutionError(f"its set-up failed: {said[-1][:300]}" if said else "its set-up failed")
         return ExecutionError(f"the worker process died ({type(e).__name__})")
     return e
 
