@@ -320,3 +320,20 @@ def test_a_worker_whose_set_up_failed_says_why():
                                  "/data/m.onnx: no such file", True)
     assert str(_one_line(failed)) == "its set-up failed: onnxprobe.errors.ModelError: /data/m.onnx: no such file"
     assert str(_one_line(RayActorError(None, "The actor died unexpectedly", False))) == "the worker process died (RayActorError)"
+
+
+def test_more_workers_than_a_clusters_cpus_are_refused(monkeypatch):
+    """`--ray-address` to a cluster of 1 CPU with `--ray-workers 2`: each worker takes a CPU, so the second waited for
+    ever, the command saying nothing. One line now, naming the cluster's CPUs; as many as it has are taken."""
+    import ray
+
+    from onnxprobe.runtime import ray_pool
+
+    monkeypatch.setattr(ray_pool, "_resolved", lambda a: "127.0.0.1:6379")
+    monkeypatch.setattr(ray_pool, "_reachable", lambda a, given=None: None)
+    monkeypatch.setattr(ray, "init", lambda address=None, **kw: None)
+    monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 1.0})
+    with pytest.raises(ray_pool.UsageError, match=r"the Ray cluster at 10\.0\.0\.1:6379 has 1 CPU, and each worker takes one: give at most 1"):
+        ray_pool._init(ray, ray_pool.RayOptions(address="10.0.0.1:6379", workers=2), None)
+    assert ray_pool._init(ray, ray_pool.RayOptions(address="10.0.0.1:6379", workers=1), None) == 1
+    assert ray_pool._init(ray, ray_pool.RayOptions(address="10.0.0.1:6379"), None) == 1

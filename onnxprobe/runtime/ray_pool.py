@@ -355,9 +355,12 @@ def _init(ray, options: RayOptions, temp: str | None) -> int:
         raise
     finally:
         _sigterm_back(term)
-    if options.workers:
-        return options.workers
-    return max(int(ray.cluster_resources().get("CPU", 1)), 1)
+    cpus = int(ray.cluster_resources().get("CPU", 0))
+    if options.workers and options.workers > max(cpus, 1):  # each worker takes a CPU: the others would wait for ever
+        raise setting_error(UsageError, ("workers", "--ray-workers"),
+                            f"{options.workers}: the Ray cluster at {options.address} has {cpus} CPU{'s' if cpus != 1 else ''}, "
+                            f"and each worker takes one: give at most {max(cpus, 1)}")
+    return options.workers or max(cpus, 1)
 
 
 def _sigterm_back(term) -> None:
