@@ -425,3 +425,28 @@ def test_a_model_against_itself_on_openvino_is_exact(name):
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
     assert d["pairs"] and all(p["max_abs"] == 0 for p in d["pairs"]), [(p["a"], p["max_abs"]) for p in d["pairs"]]
+
+
+def test_a_datasets_introduced_error_on_openvino_over_batches_of_three_shapes(tmp_path):
+    """`diff M --vs-runtime openvino --inputs-dir` over batches of 1, 2 and 3 samples: the cones of B's nodes were
+    compiled for the first shape and kept under one key, and the introduced error of every pair was lost ('The
+    input tensor size is not equal to the model input type') from the third shape on. Each pair's introduced error
+    counts every element of every batch."""
+    rng = np.random.default_rng(0)
+    w1, w2 = (numpy_helper.from_array(rng.standard_normal(s).astype(np.float32), n) for n, s in (("W1", (4, 8)), ("W2", (8, 3))))
+    g = helper.make_graph([helper.make_node("Gemm", ["x", "W1"], ["h1"], name="fc1"), helper.make_node("Relu", ["h1"], ["r1"], name="relu"),
+                           helper.make_node("Gemm", ["r1", "W2"], ["y"], name="fc2")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3])], [w1, w2])
+    model = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), model)
+    data = tmp_path / "ds"
+    data.mkdir()
+    for k, n in enumerate((1, 2, 3)):
+        np.savez(data / f"b{k}.npz", x=rng.standard_normal((n, 4)).astype(np.float32))
+    r = invoke("diff", model, "--vs-runtime", "openvino", "--inputs-dir", data, "--all", "--json", "-")
+    assert r.exit_code in (0, 1) and "not computed" not in r.stderr, r.output
+    d = json.loads(r.stdout)
+    per = {p["key"]: p for p in d["pairs"]}
+    assert per and all(p["introduced_count"] == p["count"] for p in per.values() if p["introduced_count"] is not None), per
+    assert any(p["introduced_count"] for p in per.values())

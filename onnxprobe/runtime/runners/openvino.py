@@ -273,9 +273,15 @@ class OpenVinoRunner(HostStatsRunner):
             if dead:  # OpenVINO drops nodes nothing reads: those asked for become outputs of a copy
                 ov_key = temporary = (ov_key, "outputs", tuple(dead))
                 self._load(ov_key, _with_outputs(base, dead))
-        else:  # a model derived from ours (introduced-error cones): its inputs get the feeds' shapes
-            ov_key = ("derived", key) if key is not None else ("temporary", next(_keys))
+        else:  # a model derived from ours (introduced-error cones): its inputs get the feeds' shapes, and a key of them
+            # (compiled for a dataset's first batch, the cones refused every batch of another shape after it)
+            signature = tuple(sorted(shapes.items()))
+            ov_key = ("derived", key, signature) if key is not None else ("temporary", next(_keys))
             temporary = None if key is not None else ov_key
+            for old in [k for k in self._loaded if k[:2] == ("derived", key) and k != ov_key] if key is not None else []:
+                if self.worker.proc is not None:  # one shape's at a time: a dataset of many shapes holds one
+                    self.worker.request(op="drop", key=old)
+                self._loaded.pop(old, None)
             self._load(ov_key, _static_inputs(model, shapes))
         # OpenVINO drops the inputs no node reads: the names its model does not take left out (it refuses them);
         # an input it renamed (read by a Dropout it removed) is fed under its new name
