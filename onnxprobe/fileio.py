@@ -371,3 +371,32 @@ def check_output_path(out: str | os.PathLike, *, source: str | os.PathLike | Non
                                                                        or same_file(o, source)):
         raise refused(f"{about}: is {source_is}; refusing to overwrite it, choose another output path")
     return output_target(o, about)  # a link is written through, never replaced; one to a redirected stdout is refused
+
+
+def private_folder(prefix: str, room: int | None = None) -> str:
+    """A new folder of this process's own in the temporary folder (``tempfile.mkdtemp``: 0700), named ``prefix``, this
+    process's id and '-', after removing those of that prefix whose process has ended without removing its own (a
+    SIGKILL, the OOM killer, a signal that landed while it was removed: each left its files for good). ``room``: the
+    longest path the folder may have, where /tmp is taken for a temporary folder of a longer path (a Unix socket's
+    path holds at most 107 bytes: Ray's session sockets in a long $TMPDIR failed its start)."""
+    folder = tempfile.gettempdir()
+    if room is not None and len(folder) + len(prefix) + 17 > room and os.access("/tmp", os.W_OK):  # (/, pid, -, 8 more)
+        folder = "/tmp"
+    try:
+        names = [n for n in os.listdir(folder) if n.startswith(prefix)]
+    except OSError:
+        names = []
+    for name in names:
+        pid, path = name[len(prefix):].split("-", 1)[0], os.path.join(folder, name)
+        try:
+            if not pid.isdigit() or int(pid) == os.getpid() or os.lstat(path).st_uid != os.getuid():
+                continue
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            import shutil
+
+            shutil.rmtree(path, ignore_errors=True)
+        except (OSError, ValueError, OverflowError):  # alive under another user (EPERM), or no such check here
+            continue
+    return tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=folder)
+

@@ -337,3 +337,38 @@ def test_more_workers_than_a_clusters_cpus_are_refused(monkeypatch):
         ray_pool._init(ray, ray_pool.RayOptions(address="10.0.0.1:6379", workers=2), None)
     assert ray_pool._init(ray, ray_pool.RayOptions(address="10.0.0.1:6379", workers=1), None) == 1
     assert ray_pool._init(ray, ray_pool.RayOptions(address="10.0.0.1:6379"), None) == 1
+
+
+def test_a_local_run_sweeps_the_folder_an_interrupted_one_left_and_takes_a_long_tmpdir(tmp_path, monkeypatch):
+    """A signal landing while a local run's Ray session folder was removed (its processes still writing) left it, 45
+    log files and an auth token, for good: a later run removes the folders of runs whose process has ended. A $TMPDIR
+    of a long path was an internal error (Ray's session sockets past a Unix socket's 107 bytes): /tmp is taken."""
+    import shutil
+    import tempfile
+
+    pid = 999_999
+    while True:  # a process id no process has
+        try:
+            os.kill(pid, 0)
+            pid -= 1
+        except ProcessLookupError:
+            break
+        except OSError:
+            pid -= 1
+    ds = _folder(tmp_path / "ds", 2)
+    short = Path(tempfile.mkdtemp(prefix="o", dir="/tmp"))  # (short enough for Ray's sockets below it)
+    try:
+        monkeypatch.setattr(tempfile, "tempdir", str(short))
+        left = short / f"onnxprobe-ray-{pid}-abcd"
+        (left / "session_latest" / "logs").mkdir(parents=True)
+        (left / "auth_token").write_text("secret")
+        _run("layers", sample_path("cnn"), "--inputs-dir", ds, "--ray", "--ray-workers", 1)
+        assert not left.exists() and not [p for p in short.iterdir() if p.name.startswith("onnxprobe-ray-")]
+    finally:
+        shutil.rmtree(short, ignore_errors=True)
+    long = tmp_path / ("t" * 60)
+    long.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(long))
+    _run("layers", sample_path("cnn"), "--inputs-dir", ds, "--ray", "--ray-workers", 1)
+    assert not list(long.iterdir())
+    _no_ray_left()

@@ -25,11 +25,11 @@ import shutil
 import signal
 import socket
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+from onnxprobe.fileio import private_folder
 from onnxprobe.errors import ExecutionError, MissingExtra, UsageError, debug_enabled, first_line, setting_error
 
 ATTEMPTS = 3  # sends of one batch (Ray's own retry included in the first)
@@ -262,7 +262,9 @@ def ray_map(factory: Callable, batches: list, options: RayOptions, executor: Exe
 
     start = time.perf_counter()
     local = options.address is None
-    temp = tempfile.mkdtemp(prefix="onnxprobe-ray-") if local else None
+    # its own, swept by a later run where a signal landed while it was removed (Ray's processes still writing in it)
+    # (its sockets' paths, ~62 bytes below it, 'session_<date>_<time>_<pid>/sockets/plasma_store', must hold in 107)
+    temp = private_folder("onnxprobe-ray-", room=45) if local else None
     before = _descendants(os.getpid()) if local else set()
     term = signal.getsignal(signal.SIGTERM)  # ours (cli.main), which Ray replaces
     said = io.StringIO()  # Ray prints "(raylet) ..." lines to sys.stdout from a thread: keep them aside
@@ -345,7 +347,8 @@ def _init(ray, options: RayOptions, temp: str | None) -> int:
         # refuses it write ~20 lines of its C++ log to stderr: off, the error says why (not with ONNXPROBE_DEBUG=1)
         with contextlib.nullcontext() if debug_enabled() else _quiet_stderr():
             ray.init(address="auto" if options.address == "auto" else address, **quiet)
-    except (ConnectionError, RuntimeError, ValueError, ray.exceptions.RayError) as e:  # (its AuthenticationError: a RayError)
+    except (OSError, RuntimeError, ValueError, ray.exceptions.RayError) as e:  # (its AuthenticationError: a RayError; a
+        # ConnectionError is an OSError, and so is a socket path longer than a Unix socket's 107 bytes)
         raise ExecutionError(f"Ray did not start: {first_line(e)[:300]}{_auth_hint(options.address)}") from None
     except SystemExit as e:
         # a SIGTERM while Ray starts meets Ray's own handler, which exits with the signal's number (15): the exit

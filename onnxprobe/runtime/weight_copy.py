@@ -31,13 +31,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
 from onnxprobe.errors import ModelError
-from onnxprobe.fileio import open_regular
+from onnxprobe.fileio import open_regular, private_folder
 
 if TYPE_CHECKING:  # not imported: the direct mode (copy_moves) runs without onnx
     from onnx import TensorProto
 
 MEMORY_FILESYSTEMS = frozenset({"tmpfs", "ramfs", "devtmpfs"})
-PREFIX = "onnxprobe-weights-"  # + the process id + '-' + tempfile's part: a copy whose process has ended is swept (_sweep)
+PREFIX = "onnxprobe-weights-"  # + the process id + '-' + tempfile's part: a copy whose process has ended is swept (fileio.private_folder)
 # below this many bytes of weights, no copy: held twice they cost little, and a file costs its folder's making and removal
 MIN_BYTES = 8 << 20
 ROOM = 64 << 20  # free space left beside the copy
@@ -117,9 +117,8 @@ def _folder(need: int) -> PrivateCopy | None:
     folder = _room(need) if need >= MIN_BYTES and hasattr(os, "pread") else None
     if folder is None:
         return None
-    _sweep(folder)
-    try:
-        made = tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-", dir=folder)
+    try:  # (the copies of processes that ended without removing theirs are swept first)
+        made = private_folder(PREFIX) if folder == tempfile.gettempdir() else tempfile.mkdtemp(prefix=PREFIX, dir=folder)
     except OSError:
         return None
 
@@ -132,27 +131,6 @@ def _folder(need: int) -> PrivateCopy | None:
     # cli.main.finish runs atexit's functions before its os._exit
     atexit.register(remove)
     return PrivateCopy(made, remove)
-
-
-def _sweep(folder: str) -> None:
-    """Remove the copies of processes that ended without removing theirs (a SIGKILL, the OOM killer while a session
-    was built: PP-OCRv4 rec left 11 MB in the temporary folder each time, for good): folders of this user named
-    with the id of no running process."""
-    try:
-        names = [n for n in os.listdir(folder) if n.startswith(PREFIX)]
-    except OSError:
-        return
-    for name in names:
-        pid = name[len(PREFIX):].split("-", 1)[0]
-        path = os.path.join(folder, name)
-        try:
-            if not pid.isdigit() or int(pid) == os.getpid() or os.lstat(path).st_uid != os.getuid():
-                continue
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
-            shutil.rmtree(path, ignore_errors=True)
-        except (OSError, ValueError, OverflowError):  # alive under another user (EPERM), or no such check here
-            continue
 
 
 def _room(need: int) -> str | None:
