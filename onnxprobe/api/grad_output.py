@@ -33,10 +33,10 @@ def tensor_output(model: onnx.ModelProto, name: str, given: bool) -> str:
     if name not in skip:
         return name
     kind = skip[name]
-    from onnxprobe.graph.builder import FLOAT_TYPES
+    from onnxprobe.graph.builder import float_outputs
 
     # a float one: an int64 label, which the next run refuses, was advised (a ZipMap classifier's)
-    others = [o.name for o in model.graph.output if o.name not in skip and o.type.tensor_type.elem_type in FLOAT_TYPES]
+    others = [o for o in float_outputs(model) if o not in skip]
     hint = f"pick a float tensor output: {', '.join(others)}" if others else "the model has no float tensor output"
     raise setting_error(UsageError, ("output", "--loss-output"),
                         f"{name!r}{'' if given else ' (the first output)'} is {kind}, not a tensor: no loss to differentiate; {hint}")

@@ -24,7 +24,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-from onnxprobe.graph.builder import FLOAT_TYPES, GraphBuilder, np_dtype
+from onnxprobe.graph.builder import FLOAT_TYPES, GraphBuilder, float_outputs, np_dtype
 from onnxprobe.errors import UsageError, setting_error, settings_error
 from onnxprobe.graph.shapes import static_shape
 from onnxprobe.text import as_word
@@ -95,8 +95,7 @@ def attach_loss(model: onnx.ModelProto, output: str, kind: str, *, extra: np.nda
     if elem is not None and elem not in FLOAT_TYPES:
         kind_name = TensorProto.DataType.Name(elem).lower()
         # the outputs to pick from, by name (an skl2onnx classifier's label comes first, its probabilities after it)
-        floats = [o.name for o in model.graph.output if o.name != output and o.type.HasField("tensor_type")
-                  and o.type.tensor_type.elem_type in FLOAT_TYPES]
+        floats = [o for o in float_outputs(model) if o != output]
         raise settings_error(UsageError, lambda say: f"output {output!r} is {kind_name}; gradients need a float output " + (
             f"(pick one: {say(('output', '--loss-output'))} {', '.join(floats)})" if floats else
             "and the model has no other float tensor output: no loss to differentiate"))

@@ -24,6 +24,11 @@ from onnxprobe.graph.walk import all_graphs
 from onnxprobe.text import some
 
 FLOAT_TYPES = {TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.BFLOAT16}
+
+
+def float_outputs(model: onnx.ModelProto) -> list[str]:
+    """The main graph's outputs that are float tensors (by their declared type): those a loss can be taken of."""
+    return [o.name for o in model.graph.output if o.type.HasField("tensor_type") and o.type.tensor_type.elem_type in FLOAT_TYPES]
 # integers and booleans (not 4-bit ones): values a statistics row holds exactly in float64, and a diff judges exactly
 INTEGER_TYPES = frozenset({TensorProto.BOOL, TensorProto.INT8, TensorProto.UINT8, TensorProto.INT16, TensorProto.UINT16,
                            TensorProto.INT32, TensorProto.UINT32, TensorProto.INT64, TensorProto.UINT64})
