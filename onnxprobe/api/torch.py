@@ -27,7 +27,7 @@ from onnxprobe.compare.result import DiffResult, gradient_origin
 from onnxprobe.compare.diff import diff as _diff
 from onnxprobe.compare.gradients import candidates, forward_note, grad_side, loss_value, losses_differ
 from onnxprobe.compare.sides import GRADIENT_STOPPED, Side, model_side, who_of
-from onnxprobe.errors import ExecutionError, UsageError, said, setting_error, settings_error
+from onnxprobe.errors import ExecutionError, UsageError, setting_error, settings_error
 from onnxprobe.graph.model import Model, as_model
 from onnxprobe.graph.select import Selection, select
 from onnxprobe.match.engine import (DIFFERENT_FUNCTION, FOLDED, NO_COUNTERPART, NO_GRADIENT, OTHER_VALUES, Matching, Pair,
@@ -305,15 +305,10 @@ def diff_grad_torch(
     res.weights_checked = True
     # a weight of other values: the forward passes differ too, where the losses moved less than their rounding (a Conv
     # channel 10% off, 4e-5 of the loss): no backward step is where the error starts (the head's gradient was marked)
-    weights_moved = bool(res.other_values) and not res.grad["forward_differs"]
     res.grad["weights_differ"] = bool(res.other_values)
     gradient_origin(res)
     res.notes[:0] = (fs.notes + list(a_model.warnings) + _exporter_note(tp.exporter, exporter_guess(a_model.proto)) + training_note(mod)
-                     + forward_note(res.grad, half, "torch", ("api.diff_torch", "`diff --vs-torch`"))
-                     + ([said(lambda say: f"weights hold other values than the torch parameters ({some(res.other_values)}): the "
-                              "forward passes disagree, so the gradients need not agree and their differences start in the "
-                              f"forward pass, not at a backward step; {say.either('api.diff_torch', '`diff --vs-torch`')} "
-                              "shows where")] if weights_moved else [])
+                     + forward_note(res.grad, half, "torch", ("api.diff_torch", "`diff --vs-torch`"), res.other_values)
                      + ([f"torch: {len(frozen)} parameter(s) compared have requires_grad=False (frozen: {some(frozen)}): "
                          "their gradients are the ones autograd gives with the flag set, which the ONNX graph's backward "
                          "computes for every weight; a training loop would leave them as they are"] if frozen else [])

@@ -139,16 +139,20 @@ def losses_differ(grad: dict | None, half: bool = False) -> bool:
 
 
 def forward_note(grad: dict, half: bool = False, b: str = "B",
-                 where: tuple[str, str] = ("api.diff(a, b)", "`diff A B` (without --grad)")) -> list[str]:
-    """A note when the two losses differ: the forward passes disagree, so the gradients need not agree
+                 where: tuple[str, str] = ("api.diff(a, b)", "`diff A B` (without --grad)"), weights: list[str] = ()) -> list[str]:
+    """A note when the two losses differ, or (``weights``: those that hold other values than the torch parameters they
+    stand for) where they moved less than their rounding: the forward passes disagree, so the gradients need not agree
     anywhere, and no failing one is where the error starts (a changed weight upstream shows first in the
     gradients of the weights after it: ``gradient_origin`` marks none). ``b``: how B is called; ``where``:
     what shows where the forward passes part, as the API and the command line say it (``errors.said``)."""
-    if not losses_differ(grad, half):
+    if losses_differ(grad, half):
+        why = f"the losses differ (A {grad['loss_a']:.6g}, {b} {grad['loss_b']:.6g})"
+    elif weights:  # (a Conv channel 10% off moved the loss by 4e-5 of it)
+        why = f"weights hold other values than the {b} parameters ({some(weights)})"
+    else:
         return []
-    return [said(lambda say: f"the losses differ (A {grad['loss_a']:.6g}, {b} {grad['loss_b']:.6g}): the forward passes "
-                 f"disagree, so the gradients need not agree and their differences start in the forward pass, not at a "
-                 f"backward step; {say.either(*where)} shows where the forward goes wrong")]
+    return [said(lambda say: f"{why}: the forward passes disagree, so the gradients need not agree and their differences "
+                 f"start in the forward pass, not at a backward step; {say.either(*where)} shows where the forward goes wrong")]
 
 
 def candidates(model: onnx.ModelProto, obs: Observation, extra: frozenset[str] | set[str] = frozenset(),
