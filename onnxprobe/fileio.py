@@ -399,4 +399,3 @@ def private_folder(prefix: str, room: int | None = None) -> str:
         except (OSError, ValueError, OverflowError):  # alive under another user (EPERM), or no such check here
             continue
     return tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=folder)
-

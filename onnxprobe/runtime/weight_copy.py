@@ -118,7 +118,7 @@ def _folder(need: int) -> PrivateCopy | None:
     if folder is None:
         return None
     try:  # (the copies of processes that ended without removing theirs are swept first)
-        made = private_folder(PREFIX) if folder == tempfile.gettempdir() else tempfile.mkdtemp(prefix=PREFIX, dir=folder)
+        made = private_folder(PREFIX)  # (in ``folder``: the temporary folder, which _room checked)
     except OSError:
         return None
 
