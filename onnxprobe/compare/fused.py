@@ -273,8 +273,7 @@ def merged_weights(a: Side, b: Side) -> dict:
 
 
 SUBNORMAL_SQUARES = 1e-30  # a largest square below this: float32 sums of squares lose digits (host float64)
-# the most a cosine taken from the graph's sums may be off by: Σa² + Σb² + Σ(a-b)² over 2 |Σab| (how much Σab, taken
-# from them, cancels) times their relative error (``sum_error``) past it, and the host measures the pair
+# the most a cosine taken from the graph's sums may be off by (``_sums``' bound): past it, the host measures the pair
 COSINE_ERROR = 5e-6
 
 
@@ -451,12 +450,11 @@ def _sums(v: dict, shape: tuple[int, ...], sample: int, light: bool = False) -> 
     if 0 < v["max_abs"] ** 2 < SUBNORMAL_SQUARES or (not light and 0 < v["b_absmax"] ** 2 < SUBNORMAL_SQUARES):
         return None
     ab = (v["aa"] + v["bb"] - v["dd"]) / 2  # Σab from Σa², Σb² and Σ(a-b)²
-    # ... which cancels where |a| << |b| or a and b are near orthogonal: the float32 partials' rounding
-    # (``sum_error`` of Σa² + Σb² + Σ(a-b)²) over 2 |Σab| is the cosine's error; past COSINE_ERROR, the
-    # host measures the pair (a = 1e-6 b read cosine 0.976, not 1; a = 0.01 b over rows of 1000, 0.999874)
-    # (a side all zeros leaves nothing to cancel: Σab is 0, and Σ(a-b)² the other side's Σ, exactly)
-    # The rows' drift is alike for a and b (values alike round alike), so it cancels in the cosine but for how far
-    # Σab cancels: the ratio past 1 (a = b: none; a = 0.01 b: 98), beside the squares' own rounding
+    # ... which cancels where |a| << |b| or a and b are near orthogonal: how far, the ratio of Σa² + Σb² + Σ(a-b)² to
+    # 2 |Σab|. The partial sums' drift along their rows (``sum_error``) is alike for a and b (values alike round
+    # alike), so it moves the cosine by the ratio past 1 only (a = b: none; a = 0.01 b: 98), beside the squares' own
+    # rounding (1e-7); past COSINE_ERROR, the host measures the pair (a = 1e-6 b read cosine 0.976, not 1; a = 0.01 b
+    # over rows of 1000, 0.999874). A side all zeros leaves nothing to cancel: Σab is 0, and Σ(a-b)² the other's Σ
     if not light and v["aa"] > 0 and v["bb"] > 0:
         ratio = (v["aa"] + v["bb"] + v["dd"]) / abs(2 * ab) if ab else math.inf
         if sum_error(shape) * (ratio - 1) + 1e-7 * ratio > COSINE_ERROR:

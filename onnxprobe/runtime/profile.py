@@ -31,11 +31,11 @@ from onnxprobe.runtime.ort import create_session, run_bound
 SUFFIXES = ("_nchwc", "_fused", "_token")
 LAYOUT_OPS = ("ReorderInput", "ReorderOutput")  # NCHWc layout changes: "other", not a model node's work
 PROBE_NODES = ("onnxprobe/", CONE_PREFIX)
-# activations onnxruntime folds into the kernel before them (Conv, Gemm, NCHWc Conv): never into one after
 # ops onnxruntime removes rather than runs (IdentityElimination, DropoutElimination): a reader takes their input, or
 # the node before them writes their tensor under its own kernel. Such a node was fused into nothing: it is "removed"
 # (PP-OCR cls: its Softmax read 'fused into' the graph output's Identity, which got the Softmax's time)
 NO_OPS = frozenset({"Identity", "Dropout"})
+# activations onnxruntime folds into the kernel before them (Conv, Gemm, NCHWc Conv): never into one after
 ACTIVATIONS = frozenset({"Relu", "LeakyRelu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Clip", "Elu", "Selu",
                          "Softplus", "Softsign", "ThresholdedRelu", "Gelu", "QuickGelu"})
 # timed runs per profile (after one untimed): each kernel's time is its minimum over them. One run let a
